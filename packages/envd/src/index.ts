@@ -1,0 +1,2 @@
+export { startEnvd, type EnvdOptions, type RunningEnvd } from './server.js';
+export { fileSignature } from './auth.js';

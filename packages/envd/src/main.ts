@@ -1,0 +1,44 @@
+import { parseArgs } from 'node:util';
+import { pino } from 'pino';
+import { startEnvd } from './server.js';
+
+const USAGE = `usage: aenv-envd [--port 49983] [--host 0.0.0.0] [--default-user root]
+
+The AgentENV in-sandbox daemon: process, terminal and filesystem services over the E2B envd
+protocol (Connect RPC) plus /health, /files, /init, /envs and /metrics.`;
+
+function parsePort(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) {
+    console.error(`aenv-envd: invalid --port '${v}'\n${USAGE}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+const { values } = parseArgs({
+  options: {
+    port: { type: 'string', default: '49983' },
+    host: { type: 'string', default: '0.0.0.0' },
+    'default-user': { type: 'string', default: 'root' },
+    help: { type: 'boolean', short: 'h' },
+  },
+  strict: true,
+});
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+
+const logger = pino({ name: 'envd', level: process.env.AENV_ENVD_LOG_LEVEL ?? 'info' });
+const envd = await startEnvd({
+  port: parsePort(values.port),
+  host: values.host,
+  defaultUser: values['default-user'],
+  logger,
+});
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    envd.close().finally(() => process.exit(0));
+  });
+}

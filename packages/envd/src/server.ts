@@ -1,0 +1,102 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { Filesystem, Process } from '@agentenv/protocol';
+import type { Logger } from 'pino';
+import { EnvdError } from './errors.js';
+import { filesystemService } from './filesystem/service.js';
+import { handleEnvs, handleInit, handleMetrics } from './http/control.js';
+import { handleFiles } from './http/files.js';
+import { sendError, sendJson } from './http/respond.js';
+import { SystemMetrics } from './metrics.js';
+import { ProcessManager } from './process/manager.js';
+import { processService } from './process/service.js';
+import { EnvdState } from './state.js';
+
+export interface EnvdOptions {
+  port: number;
+  host?: string;
+  /** The user requests run as when they name none and /init has not set one. */
+  defaultUser?: string;
+  logger: Logger;
+}
+
+export interface RunningEnvd {
+  server: Server;
+  port: number;
+  state: EnvdState;
+  processes: ProcessManager;
+  close(): Promise<void>;
+}
+
+const RPC_PREFIXES = ['/process.Process/', '/filesystem.Filesystem/'];
+
+export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
+  const state = new EnvdState({ defaultUser: opts.defaultUser ?? 'root' });
+  const processes = new ProcessManager(state, opts.logger);
+  const metrics = new SystemMetrics();
+  const rpc = connectNodeAdapter({
+    routes(router) {
+      router.service(Process, processService(processes, state));
+      router.service(Filesystem, filesystemService(state));
+    },
+    // Uploads go through /files; RPC messages are small.
+    readMaxBytes: 16 << 20,
+  });
+
+  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const url = new URL(req.url ?? '/', 'http://envd');
+    const key = `${req.method} ${url.pathname}`;
+    if (key === 'GET /health') {
+      res.writeHead(204).end();
+      return;
+    }
+    if (RPC_PREFIXES.some((p) => url.pathname.startsWith(p))) {
+      if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
+        sendJson(res, 401, { code: 'unauthenticated', message: 'unauthorized access, invalid access token' });
+        return;
+      }
+      rpc(req, res);
+      return;
+    }
+    // /files checks a token or a URL signature itself; /init checks the current token itself.
+    if (url.pathname === '/files') return handleFiles(req, res, url, state);
+    if (key === 'POST /init') return handleInit(req, res, state);
+    if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
+      throw new EnvdError('unauthenticated', 'unauthorized access, please provide a valid access token');
+    }
+    if (key === 'GET /envs') return handleEnvs(res, state);
+    if (key === 'GET /metrics') return handleMetrics(res, metrics);
+    sendJson(res, 404, { code: 404, message: `no route for ${req.method} ${url.pathname}` });
+  };
+
+  const server = createServer((req, res) => {
+    route(req, res).catch((err: unknown) => {
+      if (!(err instanceof EnvdError)) opts.logger.error({ err, url: req.url }, 'request failed');
+      sendError(res, err);
+    });
+  });
+  // Streams (process output, watches) may stay open for hours; the SDK sends keepalive headers.
+  server.requestTimeout = 0;
+  server.headersTimeout = 60_000;
+  server.keepAliveTimeout = 75_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  opts.logger.info({ port }, 'envd listening');
+
+  return {
+    server,
+    port,
+    state,
+    processes,
+    async close() {
+      processes.killAll();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

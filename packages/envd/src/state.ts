@@ -1,0 +1,73 @@
+import { safeEqual } from './auth.js';
+import { invalidArgument } from './errors.js';
+import { resolveUserPath } from './paths.js';
+import { UserDatabase, type SystemUser } from './users.js';
+
+/** What the node hands envd through POST /init. */
+export interface InitRequest {
+  envVars?: Record<string, string>;
+  accessToken?: string;
+  defaultUser?: string;
+  defaultWorkdir?: string;
+  timestamp?: string;
+}
+
+/** Sandbox-wide state of one envd: set by /init, read by every request. */
+export class EnvdState {
+  readonly users: UserDatabase;
+  envVars: Record<string, string> = {};
+  accessToken: string | undefined;
+  defaultUser: string;
+  defaultWorkdir: string | undefined;
+  private lastInit = 0;
+
+  constructor(opts: { defaultUser: string; etcDir?: string }) {
+    this.defaultUser = opts.defaultUser;
+    this.users = new UserDatabase(opts.etcDir);
+  }
+
+  /**
+   * Applies an /init body. Inits carry the node's clock; an older one than the last applied is
+   * ignored, so a delayed retry cannot roll a sandbox back to stale settings.
+   */
+  init(body: InitRequest): void {
+    if (body.timestamp !== undefined) {
+      const t = Date.parse(body.timestamp);
+      if (Number.isNaN(t)) throw invalidArgument('timestamp must be an ISO-8601 time');
+      if (t < this.lastInit) return;
+      this.lastInit = t;
+    }
+    if (body.envVars !== undefined) {
+      for (const [k, v] of Object.entries(body.envVars)) {
+        if (typeof v !== 'string') throw invalidArgument(`envVars.${k} must be a string`);
+      }
+      this.envVars = { ...this.envVars, ...body.envVars };
+    }
+    if (body.defaultUser) {
+      try {
+        this.users.lookup(body.defaultUser);
+      } catch {
+        throw invalidArgument(`defaultUser '${body.defaultUser}' does not exist`);
+      }
+      this.defaultUser = body.defaultUser;
+    }
+    if (body.defaultWorkdir !== undefined) this.defaultWorkdir = body.defaultWorkdir || undefined;
+    if (body.accessToken !== undefined) this.accessToken = body.accessToken || undefined;
+  }
+
+  /** True when no token is set or the given one matches it. */
+  tokenAccepted(given: string | undefined | null): boolean {
+    if (!this.accessToken) return true;
+    return typeof given === 'string' && safeEqual(given, this.accessToken);
+  }
+
+  /** The user a request acts as: the one it names, else the default user. */
+  userFor(requested: string | undefined): SystemUser {
+    return this.users.lookup(requested || this.defaultUser);
+  }
+
+  /** A client path as an absolute path for `user` (see resolveUserPath). */
+  resolvePath(p: string, user: SystemUser, useDefaultWorkdir = false): string {
+    return resolveUserPath(p, user.home, useDefaultWorkdir ? this.defaultWorkdir : undefined);
+  }
+}

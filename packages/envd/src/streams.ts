@@ -1,0 +1,88 @@
+/**
+ * A single-consumer async queue: producers push, one `for await` drains. Used to turn callback
+ * sources (process output, file watchers) into the async iterables Connect streams are made of.
+ */
+export class AsyncQueue<T> implements AsyncIterable<T> {
+  private items: T[] = [];
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private failure: unknown;
+
+  push(item: T): void {
+    if (this.closed) return;
+    this.items.push(item);
+    this.wake?.();
+  }
+
+  /** Ends the stream after the queued items; with an error, the consumer's loop throws it. */
+  close(error?: unknown): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.failure = error;
+    this.wake?.();
+  }
+
+  get size(): number {
+    return this.items.length;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      if (this.items.length > 0) {
+        yield this.items.shift()!;
+        continue;
+      }
+      if (this.closed) {
+        if (this.failure !== undefined) throw this.failure;
+        return;
+      }
+      await new Promise<void>((resolve) => (this.wake = resolve));
+      this.wake = undefined;
+    }
+  }
+}
+
+/**
+ * Interleaves `keepalive()` items into `source` after every `intervalMs` of silence, so proxies
+ * and clients see the stream is alive. Stops when `source` ends or `signal` aborts.
+ */
+export async function* withKeepalive<T>(
+  source: AsyncIterable<T>,
+  intervalMs: number | undefined,
+  keepalive: () => T,
+  signal?: AbortSignal,
+): AsyncGenerator<T> {
+  const it = source[Symbol.asyncIterator]();
+  if (!intervalMs || intervalMs <= 0) {
+    for (;;) {
+      const r = await it.next();
+      if (r.done) return;
+      yield r.value;
+    }
+  }
+  let pending = it.next();
+  try {
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const tick = new Promise<'tick'>((resolve) => (timer = setTimeout(() => resolve('tick'), intervalMs)));
+      const r = await Promise.race([pending, tick]);
+      clearTimeout(timer);
+      if (signal?.aborted) return;
+      if (r === 'tick') {
+        yield keepalive();
+        continue;
+      }
+      if (r.done) return;
+      yield r.value;
+      pending = it.next();
+    }
+  } finally {
+    await it.return?.();
+  }
+}
+
+/** Keepalive-Ping-Interval (seconds) from a request's headers, in milliseconds. */
+export function keepaliveIntervalMs(headers: Headers): number | undefined {
+  const v = Number(headers.get('keepalive-ping-interval'));
+  return Number.isFinite(v) && v > 0 ? Math.min(v, 3600) * 1000 : undefined;
+}

@@ -1,0 +1,75 @@
+import { readFileSync } from 'node:fs';
+import { notFound, unauthenticated } from './errors.js';
+
+export interface SystemUser {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  shell: string;
+}
+
+/** Parses /etc/passwd text. Malformed lines are skipped: the file is not ours to validate. */
+export function parsePasswd(text: string): SystemUser[] {
+  const users: SystemUser[] = [];
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const f = line.split(':');
+    if (f.length < 7) continue;
+    const uid = Number(f[2]);
+    const gid = Number(f[3]);
+    if (!Number.isInteger(uid) || !Number.isInteger(gid)) continue;
+    users.push({ name: f[0]!, uid, gid, home: f[5] || '/', shell: f[6] || '/bin/sh' });
+  }
+  return users;
+}
+
+/** Parses /etc/group text into gid → name. */
+export function parseGroup(text: string): Map<number, string> {
+  const groups = new Map<number, string>();
+  for (const line of text.split('\n')) {
+    const f = line.split(':');
+    if (f.length < 3) continue;
+    const gid = Number(f[2]);
+    if (Number.isInteger(gid) && !groups.has(gid)) groups.set(gid, f[0]!);
+  }
+  return groups;
+}
+
+function readOr(path: string, fallback: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    return fallback;
+  }
+}
+
+/**
+ * The system's user database, read afresh on each lookup: users may be added inside a running
+ * sandbox (useradd in a template build), and the files are small.
+ */
+export class UserDatabase {
+  constructor(private readonly root = '/etc') {}
+
+  lookup(name: string): SystemUser {
+    const user = parsePasswd(readOr(`${this.root}/passwd`, '')).find((u) => u.name === name);
+    if (!user) throw unauthenticated(`invalid username: '${name}'`);
+    return user;
+  }
+
+  byUid(uid: number): SystemUser {
+    const user = parsePasswd(readOr(`${this.root}/passwd`, '')).find((u) => u.uid === uid);
+    if (!user) throw notFound(`no user with uid ${uid}`);
+    return user;
+  }
+
+  /** Owner and group names for stat results; unknown ids are shown as numbers, like ls does. */
+  namer(): { user(uid: number): string; group(gid: number): string } {
+    const users = new Map(parsePasswd(readOr(`${this.root}/passwd`, '')).map((u) => [u.uid, u.name]));
+    const groups = parseGroup(readOr(`${this.root}/group`, ''));
+    return {
+      user: (uid) => users.get(uid) ?? String(uid),
+      group: (gid) => groups.get(gid) ?? String(gid),
+    };
+  }
+}

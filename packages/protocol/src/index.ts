@@ -1,0 +1,2 @@
+export * from './gen/process/process_pb.js';
+export * from './gen/filesystem/filesystem_pb.js';

@@ -1,0 +1,45 @@
+import { defineConfig } from 'vitest/config';
+
+// One runner for the whole repository. Unit tests are pure and run in parallel; end-to-end groups
+// drive real daemons and sandboxes, so each group runs its files one after another.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['packages/*/test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'envd',
+          include: ['packages/envd/test/e2e/**/*.test.ts'],
+          // The E2B SDK's debug mode always dials localhost:49983, so envd e2e files share that port.
+          fileParallelism: false,
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'network',
+          include: ['packages/node/test/network/**/*.test.ts'],
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'runtime',
+          include: ['packages/node/test/runtime/**/*.test.ts'],
+          fileParallelism: false,
+          // The first run builds the base template (a Debian root filesystem) once.
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+    ],
+  },
+});
