@@ -33,14 +33,26 @@ try {
 
   for (let i = 0; i < 10; i++) await sbx.commands.run('true');
   rows.push(
-    row(`commands.run('true') x${runs} vs spawn('true')`, await sample(runs, () => sbx.commands.run('true')), await sample(runs, () => spawnWait('true', []))),
+    row(
+      `commands.run('true') x${runs} vs spawn('true')`,
+      await sample(runs, () => sbx.commands.run('true')),
+      await sample(runs, () => spawnWait('true', [])),
+    ),
   );
   rows.push(
-    row(`… vs spawn('bash -l -c true') (what run() executes)`, await sample(Math.min(runs, 100), () => sbx.commands.run('true')), await sample(Math.min(runs, 100), () => spawnWait('/bin/bash', ['-l', '-c', 'true']))),
+    row(
+      `… vs spawn('bash -l -c true') (what run() executes)`,
+      await sample(Math.min(runs, 100), () => sbx.commands.run('true')),
+      await sample(Math.min(runs, 100), () => spawnWait('/bin/bash', ['-l', '-c', 'true'])),
+    ),
   );
 
-  const concurrent = await timeMs(() => Promise.all(Array.from({ length: 50 }, () => sbx.commands.run('true'))));
-  const concurrentBase = await timeMs(() => Promise.all(Array.from({ length: 50 }, () => spawnWait('/bin/bash', ['-l', '-c', 'true']))));
+  const concurrent = await timeMs(() =>
+    Promise.all(Array.from({ length: 50 }, () => sbx.commands.run('true'))),
+  );
+  const concurrentBase = await timeMs(() =>
+    Promise.all(Array.from({ length: 50 }, () => spawnWait('/bin/bash', ['-l', '-c', 'true']))),
+  );
 
   const data = randomBytes(64 << 20);
   const src = '/tmp/aenv-bench-src';
@@ -50,12 +62,20 @@ try {
   const copy = await sample(5, () => copyFile(src, '/tmp/aenv-bench-copy'));
   rows.push(row('64 MiB files.write vs copyFile', up, copy));
   rows.push(row('64 MiB files.read vs copyFile', down, copy));
-  await Promise.all(['/tmp/aenv-bench-src', '/tmp/aenv-bench-up', '/tmp/aenv-bench-copy'].map((f) => rm(f, { force: true })));
+  await Promise.all(
+    ['/tmp/aenv-bench-src', '/tmp/aenv-bench-up', '/tmp/aenv-bench-copy'].map((f) => rm(f, { force: true })),
+  );
 
   console.table(rows);
-  console.log(`50 concurrent commands.run('true'): ${fmt(concurrent)} (50 concurrent bash -l -c true: ${fmt(concurrentBase)}, ratio ${(concurrent / concurrentBase).toFixed(2)}x)`);
-  console.log(`64 MiB throughput: upload ${((64 / percentile(up, 50)) * 1000).toFixed(0)} MiB/s, download ${((64 / percentile(down, 50)) * 1000).toFixed(0)} MiB/s`);
-  console.log(`envd idle RSS: ${(idleRss / 1024).toFixed(1)} MiB; after the benchmark: ${((await rssKiB(envd.child.pid!)) / 1024).toFixed(1)} MiB`);
+  console.log(
+    `50 concurrent commands.run('true'): ${fmt(concurrent)} (50 concurrent bash -l -c true: ${fmt(concurrentBase)}, ratio ${(concurrent / concurrentBase).toFixed(2)}x)`,
+  );
+  console.log(
+    `64 MiB throughput: upload ${((64 / percentile(up, 50)) * 1000).toFixed(0)} MiB/s, download ${((64 / percentile(down, 50)) * 1000).toFixed(0)} MiB/s`,
+  );
+  console.log(
+    `envd idle RSS: ${(idleRss / 1024).toFixed(1)} MiB; after the benchmark: ${((await rssKiB(envd.child.pid!)) / 1024).toFixed(1)} MiB`,
+  );
 } finally {
   await envd.stop();
 }

@@ -20,11 +20,16 @@ export async function sample(n: number, fn: () => Promise<unknown>): Promise<num
 export const fmt = (ms: number) => `${ms.toFixed(ms < 10 ? 2 : 1)} ms`;
 
 export function row(name: string, ours: number[], base: number[]): Record<string, string> {
-  const [p50, p99, b50, b99] = [percentile(ours, 50), percentile(ours, 99), percentile(base, 50), percentile(base, 99)];
+  const [p50, p99, b50, b99] = [
+    percentile(ours, 50),
+    percentile(ours, 99),
+    percentile(base, 50),
+    percentile(base, 99),
+  ];
   return {
     case: name,
-    'p50': fmt(p50),
-    'p99': fmt(p99),
+    p50: fmt(p50),
+    p99: fmt(p99),
     'baseline p50': fmt(b50),
     'baseline p99': fmt(b99),
     'ratio p50': (p50 / b50).toFixed(2) + 'x',

@@ -1,7 +1,6 @@
 /** What a running process reports to its subscribers. */
 export type ProcessOutput =
-  | { kind: 'data'; stream: 'stdout' | 'stderr' | 'pty'; data: Uint8Array }
-  | { kind: 'end'; end: ProcessEnd };
+  { kind: 'data'; stream: 'stdout' | 'stderr' | 'pty'; data: Uint8Array } | { kind: 'end'; end: ProcessEnd };
 
 export interface ProcessEnd {
   exitCode: number;
@@ -33,5 +32,7 @@ export function processEnd(code: number | null, signal: NodeJS.Signals | null): 
   }
   const exitCode = code ?? -1;
   const status = `exit status ${exitCode}`;
-  return exitCode === 0 ? { exitCode, exited: true, status } : { exitCode, exited: true, status, error: status };
+  return exitCode === 0
+    ? { exitCode, exited: true, status }
+    : { exitCode, exited: true, status, error: status };
 }

@@ -4,7 +4,12 @@ import type { BackendEvents, ProcessBackend, SpawnSpec } from './backend.js';
 import { processEnd } from './events.js';
 import { signalGroup } from './pipe-backend.js';
 
-const SIGNAL_NAMES: Record<number, NodeJS.Signals> = { 1: 'SIGHUP', 2: 'SIGINT', 9: 'SIGKILL', 15: 'SIGTERM' };
+const SIGNAL_NAMES: Record<number, NodeJS.Signals> = {
+  1: 'SIGHUP',
+  2: 'SIGINT',
+  9: 'SIGKILL',
+  15: 'SIGTERM',
+};
 
 /** A process on a pseudo-terminal (node-pty), for interactive shells. */
 export class PtyBackend implements ProcessBackend {
@@ -54,7 +59,14 @@ export class PtyBackend implements ProcessBackend {
   }
 
   resize(cols: number, rows: number): void {
-    if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 1 || rows < 1 || cols > 10000 || rows > 10000) {
+    if (
+      !Number.isInteger(cols) ||
+      !Number.isInteger(rows) ||
+      cols < 1 ||
+      rows < 1 ||
+      cols > 10000 ||
+      rows > 10000
+    ) {
       throw new EnvdError('invalid_argument', `invalid terminal size ${cols}x${rows}`);
     }
     if (!this.closed) this.pty.resize(cols, rows);

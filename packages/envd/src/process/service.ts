@@ -72,9 +72,9 @@ export function processService(pm: ProcessManager, state: EnvdState): ServiceImp
   return {
     list: () =>
       guarded(() => ({
-        processes: pm.list().map((p) =>
-          create(ProcessInfoSchema, { pid: p.pid, tag: p.tag, config: { ...p.config } }),
-        ),
+        processes: pm
+          .list()
+          .map((p) => create(ProcessInfoSchema, { pid: p.pid, tag: p.tag, config: { ...p.config } })),
       })),
 
     async *start(req, ctx) {

@@ -114,9 +114,9 @@ describe('commands through the E2B SDK', () => {
       if (r.stdout === 'survived\n') break;
       await sleep(100);
     }
-    expect((await sbx.commands.run('cat /tmp/aenv-envd-disconnect; rm /tmp/aenv-envd-disconnect')).stdout).toBe(
-      'survived\n',
-    );
+    expect(
+      (await sbx.commands.run('cat /tmp/aenv-envd-disconnect; rm /tmp/aenv-envd-disconnect')).stdout,
+    ).toBe('survived\n');
   });
 
   it('streams output through callbacks as it comes', async () => {
@@ -132,9 +132,7 @@ describe('commands through the E2B SDK', () => {
   });
 
   it('runs 50 commands concurrently', async () => {
-    const results = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => sbx.commands.run(`echo ${i}`)),
-    );
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => sbx.commands.run(`echo ${i}`)));
     expect(results.map((r) => r.stdout)).toEqual(Array.from({ length: 50 }, (_, i) => `${i}\n`));
   });
 });

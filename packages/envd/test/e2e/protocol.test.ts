@@ -12,7 +12,7 @@ function envelope(msg: unknown, flags = 0): Buffer {
 
 function parseEnvelopes(buf: Buffer): { flags: number; msg: Record<string, unknown> }[] {
   const out = [];
-  for (let off = 0; off + 5 <= buf.length; ) {
+  for (let off = 0; off + 5 <= buf.length;) {
     const len = buf.readUInt32BE(off + 1);
     out.push({ flags: buf[off]!, msg: JSON.parse(buf.subarray(off + 5, off + 5 + len).toString()) });
     off += 5 + len;
@@ -60,7 +60,9 @@ describe('envd wire protocol', () => {
     const events = frames.filter((f) => f.flags === 0).map((f) => (f.msg as { event: object }).event);
     expect(events[0]).toHaveProperty('start.pid');
     expect(events).toContainEqual({ data: { stdout: Buffer.from('hi').toString('base64') } });
-    expect(events.at(-1)).toEqual({ end: { exitCode: 2, exited: true, status: 'exit status 2', error: 'exit status 2' } });
+    expect(events.at(-1)).toEqual({
+      end: { exitCode: 2, exited: true, status: 'exit status 2', error: 'exit status 2' },
+    });
     expect(frames.at(-1)).toEqual({ flags: 2, msg: {} });
   });
 
@@ -75,7 +77,10 @@ describe('envd wire protocol', () => {
   });
 
   it('reports bad input with Connect error codes', async () => {
-    const unknown = await rpc('/process.Process/SendSignal', { process: { pid: 999999 }, signal: 'SIGNAL_SIGKILL' });
+    const unknown = await rpc('/process.Process/SendSignal', {
+      process: { pid: 999999 },
+      signal: 'SIGNAL_SIGKILL',
+    });
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toMatchObject({ code: 'not_found' });
 
@@ -122,7 +127,10 @@ describe('envd wire protocol', () => {
       // A process inside the sandbox must not be able to re-init envd without the token.
       expect((await initEnvd({ accessToken: 'mine' })).status).toBe(401);
       const metrics = await fetch(`${ENVD_URL}/metrics`, { headers: { 'x-access-token': token } });
-      expect(await metrics.json()).toMatchObject({ cpu_count: expect.any(Number), mem_total: expect.any(Number) });
+      expect(await metrics.json()).toMatchObject({
+        cpu_count: expect.any(Number),
+        mem_total: expect.any(Number),
+      });
     } finally {
       expect((await initEnvd({ accessToken: '' }, token)).status).toBe(204);
     }

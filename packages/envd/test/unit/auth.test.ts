@@ -15,17 +15,23 @@ describe('file signatures', () => {
 
   it('accepts a valid signature and rejects a forged or missing one', () => {
     const signature = fileSignature('/f', 'read', 'user', 'tok');
-    expect(checkFileSignature({ ...base, signature, expiry: undefined, username: 'user' })).toEqual({ ok: true });
+    expect(checkFileSignature({ ...base, signature, expiry: undefined, username: 'user' })).toEqual({
+      ok: true,
+    });
     expect(checkFileSignature({ ...base, signature, expiry: undefined, username: 'root' })).toEqual({
       ok: false,
       reason: 'invalid signature',
     });
-    expect(checkFileSignature({ ...base, signature: undefined, expiry: undefined, username: 'user' })).toEqual({
+    expect(
+      checkFileSignature({ ...base, signature: undefined, expiry: undefined, username: 'user' }),
+    ).toEqual({
       ok: false,
       reason: 'missing signature query parameter',
     });
     const write = fileSignature('/f', 'write', 'user', 'tok');
-    expect(checkFileSignature({ ...base, signature: write, expiry: undefined, username: 'user' }).ok).toBe(false);
+    expect(checkFileSignature({ ...base, signature: write, expiry: undefined, username: 'user' }).ok).toBe(
+      false,
+    );
   });
 
   it('rejects an expired signature with the E2B message', () => {
@@ -36,13 +42,17 @@ describe('file signatures', () => {
     });
     const later = fileSignature('/f', 'read', 'user', 'tok', 2000);
     expect(checkFileSignature({ ...base, signature: later, expiry: '2000', username: 'user' }).ok).toBe(true);
-    expect(checkFileSignature({ ...base, signature: later, expiry: 'soon', username: 'user' }).ok).toBe(false);
+    expect(checkFileSignature({ ...base, signature: later, expiry: 'soon', username: 'user' }).ok).toBe(
+      false,
+    );
   });
 
   it('accepts unnamed-user signatures made as "" or as the JS SDK\'s "undefined"', () => {
     for (const u of ['', 'undefined']) {
       const signature = fileSignature('/f', 'read', u, 'tok');
-      expect(checkFileSignature({ ...base, signature, expiry: undefined, username: undefined }).ok).toBe(true);
+      expect(checkFileSignature({ ...base, signature, expiry: undefined, username: undefined }).ok).toBe(
+        true,
+      );
     }
   });
 });

@@ -15,7 +15,7 @@ describe('resolveUserPath', () => {
     expect(resolveUserPath('', home, '/work')).toBe('/work');
     expect(resolveUserPath('/a//b/./c/', home)).toBe('/a/b/c');
   });
-  it('refuses other users\' homes and NUL bytes', () => {
+  it("refuses other users' homes and NUL bytes", () => {
     expect(() => resolveUserPath('~root/x', home)).toThrow(/cannot expand/);
     expect(() => resolveUserPath('a\0b', home)).toThrow(/NUL/);
   });
@@ -36,7 +36,9 @@ describe('processEnv', () => {
 
 describe('user database parsing', () => {
   it('parses passwd and skips malformed lines', () => {
-    const users = parsePasswd('root:x:0:0:root:/root:/bin/bash\n# c\nbad line\nuser:x:1000:1001::/home/user:\n');
+    const users = parsePasswd(
+      'root:x:0:0:root:/root:/bin/bash\n# c\nbad line\nuser:x:1000:1001::/home/user:\n',
+    );
     expect(users).toEqual([
       { name: 'root', uid: 0, gid: 0, home: '/root', shell: '/bin/bash' },
       { name: 'user', uid: 1000, gid: 1001, home: '/home/user', shell: '/bin/sh' },

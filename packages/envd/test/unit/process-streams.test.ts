@@ -6,8 +6,17 @@ import { AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../../src/stream
 describe('processEnd', () => {
   it('words exits and signals like Go', () => {
     expect(processEnd(0, null)).toEqual({ exitCode: 0, exited: true, status: 'exit status 0' });
-    expect(processEnd(3, null)).toEqual({ exitCode: 3, exited: true, status: 'exit status 3', error: 'exit status 3' });
-    expect(processEnd(null, 'SIGKILL')).toMatchObject({ exitCode: -1, exited: false, status: 'signal: killed' });
+    expect(processEnd(3, null)).toEqual({
+      exitCode: 3,
+      exited: true,
+      status: 'exit status 3',
+      error: 'exit status 3',
+    });
+    expect(processEnd(null, 'SIGKILL')).toMatchObject({
+      exitCode: -1,
+      exited: false,
+      status: 'signal: killed',
+    });
     expect(processEnd(null, 'SIGTERM').status).toBe('signal: terminated');
   });
 });
@@ -71,7 +80,9 @@ describe('withKeepalive', () => {
 describe('metrics parsing', () => {
   it('reads /proc/stat and /proc/meminfo', () => {
     expect(parseProcStat('cpu  10 0 5 80 5 0 0 0 0 0\ncpu0 1 2 3')).toEqual({ busy: 15, total: 100 });
-    const m = parseMeminfo('MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\nCached:  50 kB\n');
+    const m = parseMeminfo(
+      'MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    400 kB\nCached:  50 kB\n',
+    );
     expect(m).toEqual({ total: 1024000, used: 614400, cache: 51200 });
   });
 });

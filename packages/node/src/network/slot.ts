@@ -13,6 +13,13 @@ export interface NetSlot {
   readonly hostAddress: string;
   /** Address of the sandbox's interface inside its namespace (identical in every slot). */
   readonly sandboxAddress: string;
+  /**
+   * Puts the sandbox interface's address and default route back into the namespace. runsc
+   * (`--network=sandbox`) moves them into its own netstack and deletes them from the namespace,
+   * so call this before every start or restore in the slot, never while a sandbox runs in it.
+   * Idempotent.
+   */
+  reset(): Promise<void>;
 }
 
 /** Egress policy of one sandbox; always-denied ranges apply on top and cannot be allowed. */

@@ -1,0 +1,362 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { open, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { createGzip, createGunzip } from 'node:zlib';
+import busboy from 'busboy';
+import { basicAuthUser, checkFileSignature, type FileOperation } from '../auth.js';
+import { EnvdError, invalidArgument, notFound, toEnvdError, unauthenticated } from '../errors.js';
+import { ensureDirs } from '../filesystem/dirs.js';
+import { metadataFromHeaders, metadataStore, type Metadata } from '../filesystem/metadata.js';
+import type { EnvdState } from '../state.js';
+import type { SystemUser } from '../users.js';
+import { sendJson } from './respond.js';
+import {
+  contentDisposition,
+  identityAcceptable,
+  negotiateEncoding,
+  parseContentEncoding,
+  parseRange,
+} from './negotiate.js';
+
+/** One written file, as E2B's envd lists it in the upload reply. */
+interface UploadedFile {
+  name: string;
+  path: string;
+  type: 'file';
+  metadata?: Metadata;
+}
+
+/**
+ * /files: GET downloads a file, POST uploads one or many (E2B's envd API). With an access token
+ * set, a request needs the token in X-Access-Token or a URL signature for its path, operation
+ * and user. The user is the `username` query parameter, else the Basic-auth user, else the
+ * default user.
+ */
+export async function handleFiles(
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  state: EnvdState,
+): Promise<void> {
+  const method = req.method ?? 'GET';
+  if (method !== 'GET' && method !== 'HEAD' && method !== 'POST') {
+    res.setHeader('allow', 'GET, HEAD, POST');
+    sendJson(res, 405, { code: 405, message: `method ${method} is not allowed on /files` });
+    return;
+  }
+  const operation: FileOperation = method === 'POST' ? 'write' : 'read';
+  const pathParam = url.searchParams.get('path') ?? undefined;
+  const username = url.searchParams.get('username') ?? undefined;
+  authorize(req, url, state, operation, pathParam ?? '', username);
+  const user = state.userFor(username || basicAuthUser(req.headers.authorization));
+  if (operation === 'read') {
+    await download(req, res, state.resolvePath(pathParam ?? '', user, true), method === 'HEAD');
+    return;
+  }
+  try {
+    const files = await upload(req, state, user, pathParam);
+    sendJson(res, 200, files);
+  } catch (err) {
+    // Discard the rest of a body we stopped reading, so the error reply gets through.
+    req.unpipe();
+    req.resume();
+    throw err;
+  }
+}
+
+function authorize(
+  req: IncomingMessage,
+  url: URL,
+  state: EnvdState,
+  operation: FileOperation,
+  filePath: string,
+  username: string | undefined,
+): void {
+  if (!state.accessToken) return;
+  const header = req.headers['x-access-token'];
+  if (typeof header === 'string' && header !== '') {
+    if (!state.tokenAccepted(header))
+      throw unauthenticated('access token present in header but does not match');
+    return;
+  }
+  const check = checkFileSignature({
+    signature: url.searchParams.get('signature') ?? undefined,
+    expiry: url.searchParams.get('signature_expiration') ?? undefined,
+    path: filePath,
+    operation,
+    username,
+    token: state.accessToken,
+    nowSeconds: Math.floor(Date.now() / 1000),
+  });
+  if (!check.ok) throw unauthenticated(check.reason);
+}
+
+async function download(
+  req: IncomingMessage,
+  res: ServerResponse,
+  p: string,
+  headOnly: boolean,
+): Promise<void> {
+  let st;
+  try {
+    st = await stat(p);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw notFound(`path '${p}' does not exist`);
+    throw toEnvdError(err, p);
+  }
+  if (st.isDirectory()) throw invalidArgument(`path '${p}' is a directory`);
+  // Opening a FIFO would block until a writer shows up.
+  if (st.isFIFO() || st.isSocket()) throw invalidArgument(`path '${p}' is not a regular file`);
+
+  const acceptEncoding = req.headers['accept-encoding'];
+  const rangeHeader = req.headers.range;
+  // Ranges are served unencoded, as Go's http.ServeContent in E2B's envd does.
+  const encoding = rangeHeader
+    ? identityAcceptable(acceptEncoding)
+      ? 'identity'
+      : undefined
+    : negotiateEncoding(acceptEncoding);
+  if (encoding === undefined) {
+    sendJson(res, 406, { code: 406, message: 'no acceptable encoding found, supported: [gzip]' });
+    return;
+  }
+  // Files such as /proc's report size 0 but have content: stream those without a length.
+  const knownSize = st.isFile() && st.size > 0 ? st.size : undefined;
+  const range = rangeHeader && knownSize !== undefined ? parseRange(rangeHeader, knownSize) : undefined;
+  if (range === 'unsatisfiable') {
+    res.writeHead(416, { 'content-range': `bytes */${knownSize}` }).end();
+    return;
+  }
+
+  const fh = await open(p, 'r').catch((err: unknown) => {
+    throw toEnvdError(err, p);
+  });
+  const headers: Record<string, string | number> = {
+    'content-type': 'application/octet-stream',
+    'content-disposition': contentDisposition(path.basename(p)),
+    'last-modified': st.mtime.toUTCString(),
+    vary: 'Accept-Encoding',
+  };
+  let status = 200;
+  if (encoding === 'gzip') {
+    headers['content-encoding'] = 'gzip';
+  } else {
+    headers['accept-ranges'] = 'bytes';
+    if (range) {
+      status = 206;
+      headers['content-range'] = `bytes ${range.start}-${range.end}/${knownSize}`;
+      headers['content-length'] = range.end - range.start + 1;
+    } else if (knownSize !== undefined || st.size === 0) {
+      headers['content-length'] = knownSize ?? 0;
+    }
+  }
+  if (headOnly) {
+    await fh.close();
+    res.writeHead(status, headers).end();
+    return;
+  }
+  res.writeHead(status, headers);
+  const source = fh.createReadStream(range ? { start: range.start, end: range.end } : {});
+  try {
+    if (encoding === 'gzip') await pipeline(source, createGzip(), res);
+    else await pipeline(source, res);
+  } catch {
+    // The client went away or the file failed mid-way: the response is cut short.
+    res.destroy();
+  }
+}
+
+/**
+ * The request body, gunzipped when it says `Content-Encoding: gzip`. Call it only when about to
+ * consume it: a gunzip stream fails as soon as data flows, and nobody would hear it.
+ */
+function requestBody(req: IncomingMessage): Readable {
+  if (parseContentEncoding(req.headers['content-encoding']) === 'identity') return req;
+  const gunzip = createGunzip();
+  req.on('close', () => {
+    if (!req.complete) gunzip.destroy(new Error('request body ended early'));
+  });
+  return req.pipe(gunzip);
+}
+
+/**
+ * Failures of the body (bad gzip, malformed multipart, cut short) are the client's fault; system
+ * errors (ENOSPC, ...) keep their own meaning.
+ */
+function bodyError(err: unknown): EnvdError {
+  if (err instanceof EnvdError) return err;
+  const code = (err as NodeJS.ErrnoException).code;
+  const message = err instanceof Error ? err.message : String(err);
+  if (code?.startsWith('Z_')) return invalidArgument(`error decompressing request body: ${message}`);
+  if (code === undefined) return invalidArgument(`error reading request body: ${message}`);
+  return toEnvdError(err);
+}
+
+/**
+ * Pipes `source` into `dest` without destroying `source` on failure (it may be the request, and
+ * the socket must survive to carry the error reply); `dest` is destroyed. Settles when `dest`
+ * has taken everything and closed.
+ */
+function pipeInto(source: Readable, dest: Writable): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let ended = false;
+    const fail = (err: unknown) => {
+      source.unpipe(dest);
+      dest.destroy();
+      reject(err);
+    };
+    if (source.destroyed && !source.readableEnded) {
+      fail(source.errored ?? new Error('request body ended early'));
+      return;
+    }
+    source.once('end', () => (ended = true));
+    source.on('error', fail);
+    source.once('close', () => {
+      if (!ended) fail(new Error('request body ended early'));
+    });
+    dest.on('error', fail);
+    dest.once('close', () => resolve());
+    source.pipe(dest);
+  });
+}
+
+async function upload(
+  req: IncomingMessage,
+  state: EnvdState,
+  user: SystemUser,
+  pathParam: string | undefined,
+): Promise<UploadedFile[]> {
+  const metadata = metadataFromHeaders(req.headersDistinct);
+  const contentType = req.headers['content-type'] ?? '';
+  const mediaType = contentType.split(';')[0]!.trim().toLowerCase();
+  if (mediaType === 'application/octet-stream') {
+    if (pathParam === undefined || pathParam === '') {
+      throw invalidArgument('path query parameter is required for raw body upload');
+    }
+    const target = state.resolvePath(pathParam, user, true);
+    parseContentEncoding(req.headers['content-encoding']); // refuse an unknown encoding first
+    return [await writeFile(target, () => requestBody(req), user, metadata)];
+  }
+  if (!mediaType.startsWith('multipart/')) {
+    throw invalidArgument(
+      `unsupported content type: ${contentType}, expected multipart/form-data or application/octet-stream`,
+    );
+  }
+  return uploadMultipart(
+    req,
+    (filename) => {
+      const given = pathParam || filename;
+      if (!given)
+        throw invalidArgument('multipart file part has no filename and there is no path query parameter');
+      return state.resolvePath(given, user, true);
+    },
+    (target, part) => writeFile(target, () => part, user, metadata),
+  );
+}
+
+/** Writes each `file` part, one after another, in the order they arrive. */
+function uploadMultipart(
+  req: IncomingMessage,
+  targetOf: (filename: string | undefined) => string,
+  write: (target: string, part: Readable) => Promise<UploadedFile>,
+): Promise<UploadedFile[]> {
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({
+        headers: req.headers,
+        // Part filenames are destination paths: keep their directories, read them as UTF-8.
+        preservePath: true,
+        defParamCharset: 'utf8',
+        limits: { fields: 1000, fieldSize: 1 << 20, headerPairs: 100 },
+      });
+    } catch (err) {
+      reject(invalidArgument(`error parsing multipart form: ${(err as Error).message}`));
+      return;
+    }
+    const written: UploadedFile[] = [];
+    let failure: unknown;
+    let chain = Promise.resolve();
+    const fail = (err: unknown) => {
+      if (failure === undefined) failure = bodyError(err);
+      reject(failure);
+    };
+    parser.on('file', (field, part, info) => {
+      // A part fails when the form is cut short, maybe before anyone reads it; pipeInto sees it.
+      part.on('error', () => undefined);
+      if (field !== 'file' || failure !== undefined) {
+        part.resume();
+        return;
+      }
+      chain = chain
+        .then(async () => {
+          if (failure !== undefined) return void part.resume();
+          const target = targetOf(info.filename);
+          if (written.some((f) => f.path === target)) {
+            throw invalidArgument(
+              `you cannot upload multiple files to the same path '${target}' in one upload request, ` +
+                'only the first specified file was uploaded',
+            );
+          }
+          written.push(await write(target, part));
+        })
+        .catch((err: unknown) => {
+          part.resume();
+          fail(err);
+        });
+    });
+    let body: Readable;
+    try {
+      body = requestBody(req);
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    pipeInto(body, parser)
+      .then(() => chain)
+      .then(() => {
+        if (failure === undefined) resolve(written);
+      })
+      .catch(fail);
+  });
+}
+
+/**
+ * Streams `source` into `target` as E2B's envd does: parents created and owned by the user, the
+ * file truncated in place (not replaced, so links and watchers see the same inode) and owned by
+ * the user, then its metadata set replaced.
+ */
+async function writeFile(
+  target: string,
+  source: () => Readable,
+  user: SystemUser,
+  metadata: Metadata,
+): Promise<UploadedFile> {
+  try {
+    await ensureDirs(path.dirname(target), user.uid, user.gid);
+    const existing = await stat(target).catch(() => undefined);
+    if (existing?.isDirectory()) throw invalidArgument(`path is a directory: ${target}`);
+    const fh = await open(target, 'w', 0o666);
+    try {
+      await fh.chown(user.uid, user.gid);
+    } catch (err) {
+      await fh.close();
+      throw err;
+    }
+    // The stream owns the descriptor from here and closes it, also on failure.
+    await pipeInto(source(), fh.createWriteStream());
+    await metadataStore.write(target, metadata);
+  } catch (err) {
+    throw bodyError(err);
+  }
+  const persisted = await metadataStore.read(target);
+  return {
+    name: path.basename(target),
+    path: target,
+    type: 'file',
+    ...(Object.keys(persisted).length > 0 ? { metadata: persisted } : {}),
+  };
+}

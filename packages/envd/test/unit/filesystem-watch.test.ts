@@ -1,0 +1,166 @@
+import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { EventType, type FilesystemEvent } from '@agentenv/protocol';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DirWatcher, WatcherRegistry, checkWatchable } from '../../src/filesystem/watch.js';
+
+const namer = () => ({ user: (uid: number) => `u${uid}`, group: (gid: number) => `g${gid}` });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let dir: string;
+let watcher: DirWatcher | undefined;
+let events: FilesystemEvent[];
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), 'envd-watch-'));
+  events = [];
+});
+afterEach(async () => {
+  watcher?.close();
+  watcher = undefined;
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function startWatch(opts: { recursive?: boolean; includeEntry?: boolean } = {}): Promise<DirWatcher> {
+  watcher = new DirWatcher(dir, {
+    recursive: opts.recursive ?? false,
+    includeEntry: opts.includeEntry ?? false,
+    namer,
+    onEvent: (e) => events.push(e),
+    onError: (err) => {
+      throw err;
+    },
+  });
+  await watcher.start();
+  return watcher;
+}
+
+/** Waits until an event of `type` for `name` (and matching `where`) arrived. */
+async function waitFor(
+  type: EventType,
+  name: string,
+  where: (e: FilesystemEvent) => boolean = () => true,
+): Promise<FilesystemEvent> {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const e = events.find((x) => x.type === type && x.name === name && where(x));
+    if (e) return e;
+    if (Date.now() > deadline) {
+      throw new Error(
+        `no ${EventType[type]} ${name}; got ${events.map((x) => `${EventType[x.type]} ${x.name}`)}`,
+      );
+    }
+    await sleep(10);
+  }
+}
+
+const summary = () => events.map((e) => `${EventType[e.type]} ${e.name}`);
+
+describe('DirWatcher', () => {
+  it('reports create, write, chmod and remove of direct children', async () => {
+    await startWatch({ includeEntry: true });
+    const f = path.join(dir, 'f.txt');
+    await writeFile(f, 'one');
+    const created = await waitFor(EventType.CREATE, 'f.txt');
+    expect(created.entry?.path).toBe(f);
+    await sleep(50);
+    await writeFile(f, 'two, longer');
+    await waitFor(EventType.WRITE, 'f.txt', (e) => e.entry?.size === 11n);
+    await sleep(50);
+    await chmod(f, 0o600);
+    await waitFor(EventType.CHMOD, 'f.txt', (e) => e.entry?.mode === 0o600);
+    await rm(f);
+    const removed = await waitFor(EventType.REMOVE, 'f.txt');
+    expect(removed.entry).toBeUndefined();
+  });
+
+  it('reports a move within the directory as RENAME + CREATE', async () => {
+    await writeFile(path.join(dir, 'old'), 'x');
+    await startWatch();
+    await rename(path.join(dir, 'old'), path.join(dir, 'new'));
+    await waitFor(EventType.RENAME, 'old');
+    await waitFor(EventType.CREATE, 'new');
+  });
+
+  it('does not descend without recursive', async () => {
+    await mkdir(path.join(dir, 'sub'));
+    await startWatch();
+    expect(watcher!.watchedDirectories).toBe(1);
+    await writeFile(path.join(dir, 'sub/inner'), 'x');
+    await writeFile(path.join(dir, 'marker'), 'x');
+    await waitFor(EventType.CREATE, 'marker');
+    expect(summary().some((s) => s.includes('inner'))).toBe(false);
+  });
+
+  it('watches existing and new subdirectories when recursive, and drops removed ones', async () => {
+    await mkdir(path.join(dir, 'old/deep'), { recursive: true });
+    await startWatch({ recursive: true });
+    expect(watcher!.watchedDirectories).toBe(3);
+    await writeFile(path.join(dir, 'old/deep/f'), 'x');
+    await waitFor(EventType.CREATE, 'old/deep/f');
+
+    await mkdir(path.join(dir, 'new'));
+    await waitFor(EventType.CREATE, 'new');
+    await writeFile(path.join(dir, 'new/f'), 'x');
+    await waitFor(EventType.WRITE, 'new/f');
+
+    // Made in one go, before any watch on `a` existed: announced by the scan.
+    await mkdir(path.join(dir, 'a/b/c'), { recursive: true });
+    await waitFor(EventType.CREATE, 'a');
+    await waitFor(EventType.CREATE, 'a/b');
+    await waitFor(EventType.CREATE, 'a/b/c');
+    await sleep(100);
+    expect(summary().filter((s) => s === 'CREATE a/b/c')).toHaveLength(1);
+
+    await rm(path.join(dir, 'old'), { recursive: true });
+    await waitFor(EventType.REMOVE, 'old');
+    await waitFor(EventType.REMOVE, 'old/deep/f');
+    await sleep(100);
+    expect(summary().some((s) => s.endsWith('old/old') || s.endsWith('deep/deep'))).toBe(false);
+    expect(watcher!.watchedDirectories).toBe(5); // root, new, a, a/b, a/b/c
+  });
+
+  it('reports the removal of the watched directory itself as "."', async () => {
+    await startWatch();
+    await rm(dir, { recursive: true });
+    await waitFor(EventType.REMOVE, '.');
+    expect(watcher!.watchedDirectories).toBe(0);
+  });
+});
+
+describe('checkWatchable', () => {
+  it('wants an existing directory', async () => {
+    await checkWatchable(dir, false);
+    await writeFile(path.join(dir, 'file'), 'x');
+    await expect(checkWatchable(path.join(dir, 'file'), false)).rejects.toMatchObject({
+      kind: 'invalid_argument',
+    });
+    await expect(checkWatchable(path.join(dir, 'missing'), false)).rejects.toMatchObject({
+      kind: 'not_found',
+    });
+  });
+});
+
+describe('WatcherRegistry', () => {
+  it('buffers events until drained and forgets removed watchers', async () => {
+    const registry = new WatcherRegistry();
+    const id = await registry.create(dir, { recursive: false, includeEntry: false, namer });
+    expect(id).toMatch(/^w/);
+    await writeFile(path.join(dir, 'a'), 'x');
+    let drained: FilesystemEvent[] = [];
+    for (let i = 0; i < 100 && drained.length === 0; i++) {
+      await sleep(10);
+      drained = registry.drain(id);
+    }
+    expect(drained.map((e) => e.name)).toContain('a');
+    expect(registry.drain(id)).toEqual([]);
+    registry.remove(id);
+    expect(() => registry.drain(id)).toThrow(/not found/);
+    expect(() => registry.remove(id)).toThrow(/not found/);
+    await expect(
+      registry.create(path.join(dir, 'missing'), { recursive: false, includeEntry: false, namer }),
+    ).rejects.toThrow();
+    expect(registry.size).toBe(0);
+  });
+});

@@ -1,0 +1,108 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import swagger from '@fastify/swagger';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { NodeConfig } from '../config/schema.js';
+import type { NodeMetrics } from '../metrics/node-metrics.js';
+import type { Orchestrator } from '../orchestrator/orchestrator.js';
+import { routeRequest } from '../proxy/route.js';
+import type { SandboxProxy } from '../proxy/proxy.js';
+import { checkApiKey } from './auth.js';
+import { errorHandler } from './errors.js';
+import { sandboxRoutes } from './routes/sandboxes.js';
+import { systemRoutes } from './routes/system.js';
+
+export interface AppDeps {
+  config: NodeConfig;
+  apiKey: string;
+  orchestrator: Orchestrator;
+  proxy: SandboxProxy;
+  metrics: NodeMetrics;
+  logger: Logger;
+  version: string;
+}
+
+/** Paths that answer without an API key. */
+const OPEN = new Set(['/health', '/metrics', '/openapi.json']);
+/** Bodies of control calls are small; 1 MiB leaves room for big metadata/env maps. */
+const BODY_LIMIT = 1 << 20;
+
+/**
+ * The node's HTTP entry point: one port for the REST API and sandbox traffic. Requests that
+ * carry sandbox routing (headers, a sandbox host, /proxy/) go to the proxy before Fastify sees
+ * them, so their bodies stream through untouched.
+ */
+export async function buildApp(
+  deps: AppDeps,
+): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
+  const domains = deps.config.sandboxProxy.domains;
+  const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const server = createServer((req, res) => {
+      const route = routeRequest(req.url ?? '/', req.headers, domains);
+      if (route) void deps.proxy.handle(route, req, res);
+      else handler(req, res);
+    });
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      const route = routeRequest(req.url ?? '/', req.headers, domains);
+      if (route) void deps.proxy.upgrade(route, req, socket, head);
+      else socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    });
+    // Proxied streams and long operations (fork, pause of big sandboxes) must not be cut off.
+    server.requestTimeout = 0;
+    server.keepAliveTimeout = 75_000;
+    return server;
+  };
+
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    disableRequestLogging: true,
+    bodyLimit: BODY_LIMIT,
+    serverFactory,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  await app.register(swagger, {
+    openapi: {
+      info: {
+        title: 'AgentENV node API',
+        version: deps.version,
+        description: 'E2B-compatible sandbox API plus AgentENV additions',
+      },
+      components: { securitySchemes: { ApiKeyAuth: { type: 'apiKey', in: 'header', name: 'X-API-Key' } } },
+      security: [{ ApiKeyAuth: [] }],
+    },
+  });
+
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) => {
+    void reply
+      .status(404)
+      .send({ code: 404, message: `no route for ${req.method} ${req.url.split('?')[0]}` });
+  });
+  app.addHook('onRequest', async (req) => {
+    if (OPEN.has(req.url.split('?')[0]!)) return;
+    checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
+  });
+  app.addHook('onResponse', async (req, reply) => {
+    deps.metrics.requestDuration.observe(
+      { method: req.method, route: req.routeOptions.url ?? 'unknown', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
+  });
+
+  await app.register(systemRoutes, {
+    orchestrator: deps.orchestrator,
+    metrics: deps.metrics,
+    config: deps.config,
+    version: deps.version,
+  });
+  await app.register(sandboxRoutes, {
+    orchestrator: deps.orchestrator,
+    defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
+    domain: domains[0],
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  return app;
+}

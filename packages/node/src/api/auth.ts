@@ -1,0 +1,16 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { ApiError } from '../errors.js';
+import { safeEqual } from '../orchestrator/tokens.js';
+
+/**
+ * Checks `X-API-Key`. A repeated header is refused rather than guessed at (Node joins repeats
+ * of unknown headers with ", "), and the comparison takes the same time whatever the input.
+ */
+export function checkApiKey(headers: IncomingHttpHeaders, rawHeaders: string[], expected: string): void {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) if (rawHeaders[i]!.toLowerCase() === 'x-api-key') count++;
+  if (count === 0) throw new ApiError('unauthorized', 'missing X-API-Key header');
+  if (count > 1) throw new ApiError('unauthorized', 'X-API-Key given more than once');
+  if (!safeEqual(String(headers['x-api-key']), expected))
+    throw new ApiError('unauthorized', 'invalid API key');
+}

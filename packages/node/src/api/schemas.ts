@@ -1,0 +1,61 @@
+import { Type } from 'typebox';
+
+const StringMap = Type.Record(Type.String(), Type.String());
+const Cidrs = Type.Array(Type.String({ maxLength: 64 }), { maxItems: 1000 });
+
+export const NetworkBody = Type.Object(
+  {
+    allowOut: Type.Optional(Cidrs),
+    denyOut: Type.Optional(Cidrs),
+    allowPublicTraffic: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: true },
+);
+
+/** POST /sandboxes and /v2/sandboxes. Unknown fields are accepted: newer SDKs send more. */
+export const CreateSandboxBody = Type.Object(
+  {
+    templateID: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+    timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000 })),
+    metadata: Type.Optional(StringMap),
+    envVars: Type.Optional(StringMap),
+    autoPause: Type.Optional(Type.Boolean()),
+    autoResume: Type.Optional(Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true })),
+    secure: Type.Optional(Type.Boolean()),
+    allow_internet_access: Type.Optional(Type.Boolean()),
+    network: Type.Optional(NetworkBody),
+    volumeMounts: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 0 })),
+  },
+  { additionalProperties: true },
+);
+
+export const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0, maximum: 2_592_000 }) });
+export const OptionalTimeoutBody = Type.Object(
+  { timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000 })) },
+  { additionalProperties: true },
+);
+export const RefreshBody = Type.Object({
+  duration: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
+});
+export const NetworkUpdateBody = Type.Object(
+  {
+    allowOut: Type.Optional(Cidrs),
+    denyOut: Type.Optional(Cidrs),
+    allow_internet_access: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+export const SandboxParams = Type.Object({ sandboxID: Type.String({ pattern: '^[a-z0-9]{1,64}$' }) });
+
+export const ListQuery = Type.Object({
+  state: Type.Optional(Type.String({ pattern: '^(running|paused)(,(running|paused))*$' })),
+  metadata: Type.Optional(Type.String({ maxLength: 4096 })),
+  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
+  nextToken: Type.Optional(Type.String({ maxLength: 256 })),
+});
+
+export const MetricsQuery = Type.Object({
+  start: Type.Optional(Type.Integer({ minimum: 0 })),
+  end: Type.Optional(Type.Integer({ minimum: 0 })),
+});

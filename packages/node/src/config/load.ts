@@ -1,0 +1,139 @@
+import { readFileSync } from 'node:fs';
+import { hostname, homedir } from 'node:os';
+import path from 'node:path';
+import { parse as parseToml } from 'smol-toml';
+import { Value } from 'typebox/value';
+import { NodeConfigSchema, type NodeConfig } from './schema.js';
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+type Json = Record<string, unknown>;
+
+const snakeToCamel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+
+/** TOML keys are snake_case; the schema is camelCase. Converts keys recursively. */
+export function camelKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(camelKeys);
+  if (v && typeof v === 'object' && !(v instanceof Date)) {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [snakeToCamel(k), camelKeys(x)]));
+  }
+  return v;
+}
+
+function merge(base: Json, over: Json): Json {
+  const out: Json = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && b && typeof b === 'object' && !Array.isArray(b)
+        ? merge(b as Json, v as Json)
+        : v;
+  }
+  return out;
+}
+
+export function defaults(env: Env): NodeConfig {
+  const root = process.getuid?.() === 0;
+  return {
+    apiAddr: '127.0.0.1:8000',
+    homePath: root ? '/var/lib/aenv' : path.join(homedir(), '.local/share/aenv'),
+    runtimePath: '/run/aenv',
+    runtime: { driver: 'gvisor', virtualizationMode: 'kvm' },
+    orchestrator: { defaultSandboxTimeoutSecs: 300, maxSandboxes: 1000, maxConcurrentStarts: 16 },
+    fork: { maxChildren: 16 },
+    pool: { size: 2 },
+    sandboxProxy: { domains: [] },
+    network: {
+      alwaysDeniedCidrs: [
+        '10.0.0.0/8',
+        '100.64.0.0/10',
+        '127.0.0.0/8',
+        '169.254.0.0/16',
+        '172.16.0.0/12',
+        '192.168.0.0/16',
+      ],
+      hostRange: '10.201.0.0/16',
+      nodeTag: 'n0',
+    },
+    nodeIdentity: { nodeId: env.HOSTNAME || hostname(), clusterId: 'default' },
+  };
+}
+
+/** Environment variables (AGENTENV-API.md §3) as a partial config. */
+export function envOverrides(env: Env): Json {
+  const o: Json = {};
+  const set = (keys: string[], v: unknown) => {
+    let t = o;
+    for (const k of keys.slice(0, -1)) t = (t[k] ??= {}) as Json;
+    t[keys.at(-1)!] = v;
+  };
+  if (env.API_ADDR) set(['apiAddr'], env.API_ADDR);
+  if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
+  if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
+  if (env.AENV_API_KEY) set(['apiKey'], env.AENV_API_KEY);
+  if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
+  if (env.AENV_VIRTUALIZATION_MODE) set(['runtime', 'virtualizationMode'], env.AENV_VIRTUALIZATION_MODE);
+  if (env.AENV_SANDBOX_PROXY_DOMAINS) {
+    set(
+      ['sandboxProxy', 'domains'],
+      env.AENV_SANDBOX_PROXY_DOMAINS.split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    );
+  }
+  if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
+  if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
+  if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
+  if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
+  if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
+  return o;
+}
+
+/** The TOML file's settings; the file's `[runtime] driver` becomes runtime.driver, etc. */
+export function parseConfigFile(text: string, file: string): Json {
+  let raw: unknown;
+  try {
+    raw = parseToml(text);
+  } catch (err) {
+    throw new ConfigError(`${file}: ${(err as Error).message}`);
+  }
+  const c = camelKeys(raw) as Json;
+  // Flat keys of AGENTENV-API.md §3 that live at the top of the file.
+  const { virtualizationMode, ...rest } = c;
+  if (virtualizationMode !== undefined) return merge(rest, { runtime: { virtualizationMode } });
+  return rest;
+}
+
+/** Defaults < TOML file (AENV_CONFIG_PATH) < environment, validated as a whole. */
+export function loadConfig(env: Env = process.env): NodeConfig {
+  let merged = defaults(env) as unknown as Json;
+  if (env.AENV_CONFIG_PATH) {
+    let text: string;
+    try {
+      text = readFileSync(env.AENV_CONFIG_PATH, 'utf8');
+    } catch (err) {
+      throw new ConfigError(`cannot read config file ${env.AENV_CONFIG_PATH}: ${(err as Error).message}`);
+    }
+    merged = merge(merged, parseConfigFile(text, env.AENV_CONFIG_PATH));
+  }
+  merged = merge(merged, envOverrides(env));
+  const errors = [...Value.Errors(NodeConfigSchema, merged)];
+  if (errors.length > 0) {
+    const e = errors[0]!;
+    throw new ConfigError(`invalid configuration at ${e.instancePath || '/'}: ${e.message}`);
+  }
+  const config = merged as unknown as NodeConfig;
+  parseListenAddress(config.apiAddr);
+  return config;
+}
+
+/** `host:port` (IPv6 in brackets) → parts; a bad address is a startup error, not a crash later. */
+export function parseListenAddress(addr: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:]+)\]|([^:]+)):(\d{1,5})$/.exec(addr);
+  const port = Number(m?.[3]);
+  if (!m || port > 65535) throw new ConfigError(`invalid listen address '${addr}' (want host:port)`);
+  return { host: m[1] ?? m[2]!, port };
+}

@@ -1,0 +1,39 @@
+import { Type, type Static } from 'typebox';
+
+const Cidr = Type.String({ pattern: '^[0-9a-fA-F:.]+(/[0-9]{1,3})?$' });
+
+/**
+ * The node's configuration. Keys mirror the TOML file (snake_case there, camelCase here);
+ * every one has a default so that a single machine needs no file at all.
+ */
+export const NodeConfigSchema = Type.Object({
+  apiAddr: Type.String(),
+  homePath: Type.String({ minLength: 1 }),
+  runtimePath: Type.String({ minLength: 1 }),
+  apiKey: Type.Optional(Type.String({ minLength: 8 })),
+  runtime: Type.Object({
+    driver: Type.Union([Type.Literal('gvisor'), Type.Literal('firecracker')]),
+    virtualizationMode: Type.Union([Type.Literal('kvm'), Type.Literal('pvm')]),
+  }),
+  orchestrator: Type.Object({
+    defaultSandboxTimeoutSecs: Type.Integer({ minimum: 1, maximum: 86_400 * 30 }),
+    maxSandboxes: Type.Integer({ minimum: 1 }),
+    maxConcurrentStarts: Type.Integer({ minimum: 1 }),
+  }),
+  fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
+  pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),
+  sandboxProxy: Type.Object({ domains: Type.Array(Type.String({ minLength: 1 })) }),
+  network: Type.Object({
+    alwaysDeniedCidrs: Type.Array(Cidr),
+    /** Host-side addresses of this node's sandboxes; two nodes on one machine need different ranges. */
+    hostRange: Cidr,
+    /** Tag in this node's namespace, link and chain names; unique per node process on a machine. */
+    nodeTag: Type.String({ pattern: '^[a-z0-9]{1,6}$' }),
+  }),
+  nodeIdentity: Type.Object({
+    nodeId: Type.String({ minLength: 1 }),
+    clusterId: Type.String({ minLength: 1 }),
+  }),
+});
+
+export type NodeConfig = Static<typeof NodeConfigSchema>;

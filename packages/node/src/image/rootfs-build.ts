@@ -1,0 +1,28 @@
+import { access } from 'node:fs/promises';
+import { ImageBuildError } from './errors.js';
+import { runStreamed } from './exec.js';
+import type { Log } from './log.js';
+import { mmdebstrapArgs, type RootfsRecipe } from './recipe.js';
+
+const MMDEBSTRAP = '/usr/bin/mmdebstrap';
+
+/** Fills `target` (an empty directory) with the Debian root filesystem the recipe describes. */
+export async function buildDebianRootfs(recipe: RootfsRecipe, target: string, log: Log): Promise<void> {
+  await access(MMDEBSTRAP).catch(() => {
+    throw new ImageBuildError(
+      `${MMDEBSTRAP} is missing: run scripts/setup.sh (or apt-get install mmdebstrap debian-archive-keyring)`,
+    );
+  });
+  const started = Date.now();
+  log.info(`rootfs: mmdebstrap ${recipe.suite} (${recipe.variant}) from ${recipe.mirror} into ${target}`);
+  const result = await runStreamed(MMDEBSTRAP, mmdebstrapArgs(recipe, target), (line) =>
+    log.info(`rootfs: ${line}`),
+  );
+  if (result.code !== 0) {
+    throw new ImageBuildError(
+      `mmdebstrap failed (${result.signal ?? `exit ${result.code}`})`,
+      result.tail.join('\n'),
+    );
+  }
+  log.info(`rootfs: built in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}

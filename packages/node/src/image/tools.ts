@@ -1,0 +1,41 @@
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ImageBuildError } from './errors.js';
+
+/** Where the tools bundle (envd and its private runtime) appears inside every sandbox, read-only. */
+export const TOOLS_SANDBOX_PATH = '/opt/aenv-tools';
+export const ENVD_PORT = 49983;
+
+/** The envd tools bundle built by `npm run bundle -w @agentenv/envd` (dist-tools/). */
+export interface ToolsBundle {
+  readonly dir: string;
+  /** manifest.json's contentHash: changes whenever any file of the bundle changes. */
+  readonly hash: string;
+  /** Launcher path relative to the bundle root (a shell script that starts envd). */
+  readonly launcher: string;
+}
+
+/** Reads dist-tools/manifest.json; a missing or unreadable bundle is an ImageBuildError saying how to build it. */
+export async function loadToolsBundle(dir: string): Promise<ToolsBundle> {
+  let manifest: { contentHash?: unknown; entry?: { launcher?: unknown } };
+  try {
+    manifest = JSON.parse(await readFile(join(dir, 'manifest.json'), 'utf8')) as typeof manifest;
+  } catch (e) {
+    throw new ImageBuildError(
+      `no envd tools bundle at ${dir} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}): run \`npm run bundle -w @agentenv/envd\``,
+    );
+  }
+  if (typeof manifest.contentHash !== 'string' || !manifest.contentHash) {
+    throw new ImageBuildError(`${dir}/manifest.json has no contentHash`);
+  }
+  const launcher = typeof manifest.entry?.launcher === 'string' ? manifest.entry.launcher : 'bin/envd';
+  if (!(await stat(join(dir, launcher)).then((s) => s.isFile(), () => false))) {
+    throw new ImageBuildError(`tools bundle ${dir} lacks its launcher ${launcher}`);
+  }
+  return { dir, hash: manifest.contentHash, launcher };
+}
+
+/** envd as the sandbox's first process, started from the read-only tools mount. */
+export function envdInitArgs(bundle: ToolsBundle, port = ENVD_PORT): string[] {
+  return [`${TOOLS_SANDBOX_PATH}/${bundle.launcher}`, '--port', String(port)];
+}

@@ -1,0 +1,116 @@
+import { mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import { buildApp } from './api/app.js';
+import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
+import { NodeMetrics } from './metrics/node-metrics.js';
+import { NetworkManager } from './network/manager.js';
+import { EnvdClient } from './orchestrator/envd-client.js';
+import { Orchestrator } from './orchestrator/orchestrator.js';
+import { loadOrCreateSecret, newApiKey } from './orchestrator/tokens.js';
+import { SandboxProxy } from './proxy/proxy.js';
+import { GvisorDriver } from './runtime/gvisor/driver.js';
+import { SandboxStore } from './store/sandbox-store.js';
+import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
+
+const version = (
+  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
+  const { host, port } = parseListenAddress(config.apiAddr);
+  const home = config.homePath;
+  mkdirSync(home, { recursive: true });
+
+  const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
+  const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), () =>
+    randomBytes(32).toString('hex'),
+  );
+
+  // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
+  const driver = new GvisorDriver({
+    runtimeDir: path.join(config.runtimePath, config.network.nodeTag),
+    netDisconnectOk: true,
+  });
+  const probe = await driver.probe();
+  if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
+  const network = await NetworkManager.create({
+    nodeTag: config.network.nodeTag,
+    hostRange: config.network.hostRange,
+    alwaysDenied: config.network.alwaysDeniedCidrs,
+    poolSize: config.pool.size,
+    logger,
+  });
+  const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
+  const templates = new BuiltinTemplates({
+    home,
+    driver,
+    network,
+    toolsDir: process.env.AENV_TOOLS_DIR ?? defaultToolsDir(),
+    logger,
+  });
+
+  const metrics = new NodeMetrics({
+    sandboxCounts: () => orchestrator.counts(),
+    poolSizes: () => ({ network: network.stats().pooled }),
+  });
+  const orchestrator: Orchestrator = new Orchestrator({
+    config,
+    store,
+    driver,
+    templates,
+    slots: network,
+    envd: new EnvdClient(),
+    logger,
+    nodeSecret,
+    capturesDir: path.join(home, 'captures'),
+    observer: metrics,
+  });
+  const proxy = new SandboxProxy(orchestrator, logger);
+  orchestrator.beforeCapture((id) => proxy.drain(id));
+  const recovered = orchestrator.recover();
+  if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+
+  const app = await buildApp({ config, apiKey, orchestrator, proxy, metrics, logger, version });
+  await app.listen({ host, port });
+  orchestrator.startTtlLoop();
+  void templates
+    .prepare()
+    .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
+
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  process.stdout.write(
+    [
+      `AgentENV node ${version} listening on ${url} (home ${home})`,
+      `API key: ${apiKey}`,
+      'Point the E2B SDK at it with:',
+      `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_API_KEY=${apiKey}`,
+      '',
+    ].join('\n'),
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: pausing running sandboxes');
+    await orchestrator.shutdown();
+    await app.close();
+    proxy.close();
+    await driver.close();
+    await network.shutdown();
+    store.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  const msg = err instanceof ConfigError ? err.message : ((err as Error).stack ?? String(err));
+  process.stderr.write(`aenv-server: ${msg}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,37 @@
+/**
+ * Why a network operation failed. Callers branch on `code` (the API maps the validation codes to a
+ * 400); the message is written for a human reading a log or an API error body.
+ */
+export type NetworkErrorCode =
+  /** A CIDR or IP in an egress rule (or in the configuration) does not parse. */
+  | 'INVALID_CIDR'
+  /** An egress rule names a host instead of an address; only addresses can be enforced. */
+  | 'DOMAIN_NOT_SUPPORTED'
+  /** The network configuration is inconsistent (bad tag, overlapping ranges, ...). */
+  | 'INVALID_CONFIG'
+  /** A required program is not installed; the message names the Debian package. */
+  | 'MISSING_BINARY'
+  /** An `ip`/`iptables`/... invocation failed; the message carries its command line and stderr. */
+  | 'COMMAND_FAILED'
+  /** Every host-side address of the configured range is in use. */
+  | 'EXHAUSTED'
+  /** The host-side range is already routed on this machine (another node, a VPN, ...). */
+  | 'RANGE_IN_USE'
+  /** The slot was not created by this manager. */
+  | 'UNKNOWN_SLOT'
+  /** The manager has been shut down. */
+  | 'SHUT_DOWN'
+  /** The process lacks the privileges namespaces and iptables need. */
+  | 'NOT_ROOT';
+
+export class NetworkError extends Error {
+  override readonly name = 'NetworkError';
+
+  constructor(
+    readonly code: NetworkErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

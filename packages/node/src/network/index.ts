@@ -1,0 +1,12 @@
+export { DEFAULT_ALWAYS_DENIED, defaultNetworkConfig, resolveNetworkConfig } from './config.js';
+export type { IptablesFlavour, NetworkConfig, ResolvedNetworkConfig } from './config.js';
+export type { NetworkLogger } from './context.js';
+export { defaultEgress, normalizeEgressEntry, sameEgress, validateEgressRules } from './egress.js';
+export { needsProcSysNetWorkaround } from './environment.js';
+export type { NetworkEnvironment } from './environment.js';
+export { NetworkError } from './errors.js';
+export type { NetworkErrorCode } from './errors.js';
+export { ManagedSlot } from './managed-slot.js';
+export { NetworkManager } from './manager.js';
+export type { NetworkManagerOptions, NetworkStats } from './manager.js';
+export type { EgressRules, NetSlot } from './slot.js';

@@ -1,0 +1,77 @@
+import type { SlotAddresses } from './addressing.js';
+import type { NetContext } from './context.js';
+import { NetworkError } from './errors.js';
+import { SerialQueue } from './exec.js';
+import type { SlotNames } from './naming.js';
+import { applyEgress, destroySlotNetwork, resetSandboxInterface, type SlotSpec } from './slot-ops.js';
+import type { EgressRules, NetSlot } from './slot.js';
+
+/**
+ * A slot as the manager hands it out. Operations on one slot (egress changes, reset, teardown) run
+ * in call order, so the last setEgress wins and nothing touches a slot being torn down.
+ */
+export class ManagedSlot implements NetSlot, SlotSpec {
+  readonly netnsPath: string;
+  readonly hostAddress: string;
+  readonly sandboxAddress: string;
+  readonly #ctx: NetContext;
+  readonly #queue = new SerialQueue();
+  #egress: EgressRules;
+  #released = false;
+
+  constructor(
+    ctx: NetContext,
+    readonly index: number,
+    readonly names: SlotNames,
+    readonly addresses: SlotAddresses,
+    egress: EgressRules,
+  ) {
+    this.#ctx = ctx;
+    this.netnsPath = names.sandboxNsPath;
+    this.hostAddress = addresses.hostAddress;
+    this.sandboxAddress = ctx.config.sandboxAddress;
+    this.#egress = egress;
+  }
+
+  /** The egress rules in force (normalised). */
+  get egress(): EgressRules {
+    return this.#egress;
+  }
+
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /** The root-namespace end of the slot's link: the source address the sandbox sees for the node. */
+  get rootSideAddress(): string {
+    return this.addresses.rootSide;
+  }
+
+  reset(): Promise<void> {
+    return this.#queue.run(async () => {
+      this.#assertLive();
+      await resetSandboxInterface(this.#ctx, this);
+    });
+  }
+
+  /** @internal Used by NetworkManager.setEgress after validation. */
+  applyEgress(egress: EgressRules): Promise<void> {
+    return this.#queue.run(async () => {
+      this.#assertLive();
+      await applyEgress(this.#ctx, this, egress);
+      this.#egress = egress;
+    });
+  }
+
+  /** @internal Used by NetworkManager.release/shutdown. Marks the slot dead first. */
+  destroy(): Promise<void> {
+    this.#released = true;
+    return this.#queue.run(() => destroySlotNetwork(this.#ctx, this));
+  }
+
+  #assertLive(): void {
+    if (this.#released) {
+      throw new NetworkError('UNKNOWN_SLOT', `network slot ${this.index} has been released`);
+    }
+  }
+}

@@ -1,0 +1,476 @@
+import { existsSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { NodeConfig } from '../config/schema.js';
+import { ApiError, conflict, invalid, notFound } from '../errors.js';
+import type { EgressRules, NetSlot } from '../network/slot.js';
+import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
+import type { SandboxStore } from '../store/sandbox-store.js';
+import type { EnvdClient, EnvdMetrics } from './envd-client.js';
+import { newSandboxId } from './ids.js';
+import { KeyedMutex } from './keyed-mutex.js';
+import type { SandboxRecord } from './record.js';
+import type { SlotProvider, TemplateCatalog } from './seams.js';
+import { isTransient, transitionFor, type Operation, type SandboxState } from './states.js';
+import { envdAccessToken, trafficAccessToken } from './tokens.js';
+import { SandboxLogs } from './sandbox-logs.js';
+import type { LifecycleObserver } from './observer.js';
+
+export interface CreateSandboxInput {
+  templateId: string;
+  timeoutSecs: number;
+  metadata: Record<string, string>;
+  envVars: Record<string, string>;
+  autoPause: boolean;
+  autoResume: boolean;
+  secure: boolean;
+  egress: EgressRules;
+  allowPublicTraffic: boolean;
+}
+
+export interface OrchestratorDeps {
+  config: NodeConfig;
+  store: SandboxStore;
+  driver: RuntimeDriver;
+  templates: TemplateCatalog;
+  slots: SlotProvider;
+  envd: EnvdClient;
+  logger: Logger;
+  nodeSecret: string;
+  /** Where paused sandboxes' captures live (durable, under $AENV_HOME). */
+  capturesDir: string;
+  observer: LifecycleObserver;
+}
+
+interface Live {
+  handle: SandboxHandle;
+  slot: NetSlot;
+}
+
+const addSeconds = (d: Date, s: number) => new Date(d.getTime() + s * 1000).toISOString();
+
+/**
+ * The sandbox state machine on one node. Every operation on a sandbox runs under that
+ * sandbox's lock and moves its stored state with compare-and-set, so concurrent calls serialise
+ * and a crash leaves a state the next start can interpret (see recover()).
+ */
+export class Orchestrator {
+  private readonly live = new Map<string, Live>();
+  private readonly mutex = new KeyedMutex();
+  private readonly logs = new SandboxLogs();
+  private starting = 0;
+  private shuttingDown = false;
+  private ttlTimer: NodeJS.Timeout | undefined;
+  private readonly expiring = new Set<string>();
+  private readonly offExit: () => void;
+  private readonly drains: ((sandboxId: string) => Promise<void>)[] = [];
+
+  constructor(private readonly d: OrchestratorDeps) {
+    this.offExit = d.driver.onExit((exit) => void this.onRuntimeExit(exit.id, exit.reason));
+  }
+
+  /**
+   * Registers work that must happen before a sandbox is captured or killed: the proxy closes
+   * its connections into the sandbox there.
+   */
+  beforeCapture(drain: (sandboxId: string) => Promise<void>): void {
+    this.drains.push(drain);
+  }
+
+  private async drainConnections(id: string): Promise<void> {
+    for (const d of this.drains) await d(id);
+  }
+
+  // ---- queries ----
+
+  get(id: string): SandboxRecord {
+    const rec = this.d.store.get(id);
+    if (!rec) throw notFound(`sandbox ${id} not found`);
+    return rec;
+  }
+
+  list(): SandboxRecord[] {
+    return this.d.store.all();
+  }
+
+  /** The host-side address and port the proxy dials for a running sandbox's port. */
+  target(id: string): { address: string; record: SandboxRecord } | undefined {
+    const live = this.live.get(id);
+    const rec = this.d.store.get(id);
+    if (!live || !rec || rec.state !== 'running') return undefined;
+    return { address: live.slot.hostAddress, record: rec };
+  }
+
+  sandboxLogs(id: string): { timestamp: string; line: string }[] {
+    this.get(id);
+    return this.logs.get(id);
+  }
+
+  async metrics(id: string): Promise<EnvdMetrics | undefined> {
+    const rec = this.get(id);
+    const live = this.live.get(id);
+    if (rec.state !== 'running' || !live) return undefined;
+    return this.d.envd.metrics(live.slot.hostAddress, live.handle.envdPort, rec.envdAccessToken);
+  }
+
+  /** Waits for any operation under way on the sandbox. */
+  settled(id: string): Promise<void> {
+    return this.mutex.idle(id);
+  }
+
+  counts(): Record<SandboxState, number> {
+    const c = Object.fromEntries(
+      ['creating', 'running', 'snapshotting', 'forking', 'pausing', 'paused', 'resuming', 'killing'].map(
+        (s) => [s, 0],
+      ),
+    ) as Record<SandboxState, number>;
+    for (const r of this.d.store.all()) c[r.state]++;
+    return c;
+  }
+
+  // ---- lifecycle ----
+
+  async create(input: CreateSandboxInput): Promise<SandboxRecord> {
+    this.admit();
+    this.starting++;
+    try {
+      return await this.createAdmitted(input);
+    } finally {
+      this.starting--;
+    }
+  }
+
+  private admit(): void {
+    const { maxSandboxes, maxConcurrentStarts } = this.d.config.orchestrator;
+    if (this.shuttingDown) throw new ApiError('unavailable', 'the node is shutting down', 5);
+    if (this.live.size + this.starting >= maxSandboxes) {
+      throw new ApiError('rate_limited', `this node runs its maximum of ${maxSandboxes} sandboxes`, 5);
+    }
+    // Beyond a few queued starts per slot, clients learn it now instead of timing out.
+    if (this.starting >= maxConcurrentStarts * 4) {
+      throw new ApiError('unavailable', 'too many sandboxes starting at once; retry shortly', 1);
+    }
+  }
+
+  private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
+    const t0 = Date.now();
+    const template = await this.d.templates.resolve(input.templateId);
+    const id = newSandboxId();
+    const now = new Date();
+    const rec: SandboxRecord = {
+      sandboxId: id,
+      templateId: template.templateId,
+      ...(template.alias ? { alias: template.alias } : {}),
+      state: 'creating',
+      startedAt: now.toISOString(),
+      endAt: addSeconds(now, input.timeoutSecs),
+      cpuCount: template.defaults.cpuCount,
+      memoryMB: template.defaults.memoryMB,
+      diskSizeMB: template.defaults.diskSizeMB,
+      metadata: input.metadata,
+      envVars: input.envVars,
+      autoPause: input.autoPause,
+      autoResume: input.autoResume,
+      secure: input.secure,
+      ...(input.secure ? { envdAccessToken: envdAccessToken(this.d.nodeSecret, id) } : {}),
+      egress: input.egress,
+      allowPublicTraffic: input.allowPublicTraffic,
+      ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(this.d.nodeSecret, id) } : {}),
+      envdVersion: template.envdVersion,
+    };
+    this.d.store.insert(rec);
+    return this.mutex.run(id, async () => {
+      let slot: NetSlot | undefined;
+      let handle: SandboxHandle | undefined;
+      try {
+        slot = await this.d.slots.acquire(rec.egress);
+        handle = await this.d.driver.restore({
+          capture: template.capture,
+          resources: template.defaults,
+          net: slot,
+        });
+        await this.d.envd.init(slot.hostAddress, handle.envdPort, {
+          envVars: {
+            ...rec.envVars,
+            E2B_SANDBOX: 'true',
+            E2B_SANDBOX_ID: id,
+            E2B_TEMPLATE_ID: rec.templateId,
+          },
+          ...(rec.envdAccessToken ? { accessToken: rec.envdAccessToken } : {}),
+          defaultUser: 'user',
+          timestamp: new Date().toISOString(),
+        });
+        this.live.set(id, { handle, slot });
+        const running: SandboxRecord = { ...rec, state: 'running', handle };
+        if (!this.d.store.compareAndSet(running, 'creating'))
+          throw new Error('sandbox record changed during create');
+        this.logs.add(id, `sandbox created from ${rec.templateId}`);
+        this.d.observer.stage('create', Date.now() - t0);
+        return running;
+      } catch (err) {
+        this.live.delete(id);
+        if (handle) await this.d.driver.kill(handle).catch(() => undefined);
+        if (slot) await this.d.slots.release(slot).catch(() => undefined);
+        this.d.store.delete(id);
+        this.d.observer.failed('create');
+        this.d.logger.error({ err, sandboxId: id }, 'create failed');
+        throw err instanceof ApiError
+          ? err
+          : new ApiError('internal', `sandbox failed to start: ${(err as Error).message}`);
+      }
+    });
+  }
+
+  /**
+   * Runs `op` on a sandbox: under its lock, from an allowed state, through the operation's
+   * transient state. `work` returns the record to store at the end, or 'deleted'.
+   */
+  private transition(
+    id: string,
+    op: Operation,
+    work: (rec: SandboxRecord) => Promise<SandboxRecord | 'deleted'>,
+    alreadyDone?: (rec: SandboxRecord) => boolean,
+  ): Promise<SandboxRecord | undefined> {
+    return this.mutex.run(id, async () => {
+      const rec = this.get(id);
+      if (alreadyDone?.(rec)) return undefined;
+      const t = transitionFor(op);
+      if (!t.from.includes(rec.state)) {
+        throw conflict(`sandbox ${id} is ${rec.state}; cannot ${op}`);
+      }
+      const during: SandboxRecord = { ...rec, state: t.during };
+      if (!this.d.store.compareAndSet(during, rec.state))
+        throw conflict(`sandbox ${id} changed state; retry`);
+      const t0 = Date.now();
+      try {
+        const after = await work(during);
+        if (after === 'deleted') this.d.store.delete(id);
+        else if (!this.d.store.compareAndSet(after, t.during))
+          throw new Error(`sandbox ${id} changed during ${op}`);
+        this.d.observer.stage(op, Date.now() - t0);
+        return after === 'deleted' ? undefined : after;
+      } catch (err) {
+        this.d.observer.failed(op);
+        this.d.logger.error({ err, sandboxId: id, op }, 'sandbox operation failed');
+        // Operations leave the sandbox as it was when they fail (the driver guarantees it for
+        // checkpoint/restore); put the stored state back unless the sandbox is gone.
+        const current = this.d.store.get(id);
+        if (current?.state === t.during)
+          this.d.store.compareAndSet({ ...current, state: rec.state }, t.during);
+        throw err instanceof ApiError
+          ? err
+          : new ApiError('internal', `${op} failed: ${(err as Error).message}`);
+      }
+    });
+  }
+
+  async pause(id: string): Promise<void> {
+    await this.transition(id, 'pause', (rec) => this.pauseWork(rec));
+  }
+
+  private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
+    const live = this.mustLive(rec.sandboxId);
+    const dir = path.join(this.d.capturesDir, rec.sandboxId, `pause-${Date.now()}`);
+    // Recorded before the capture, so recover() can find a capture completed just before a crash.
+    this.d.store.update({ ...rec, captureDir: dir });
+    await this.drainConnections(rec.sandboxId);
+    await this.d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+    this.live.delete(rec.sandboxId);
+    await this.d.slots.release(live.slot).catch((err) => this.d.logger.warn({ err }, 'slot release failed'));
+    this.logs.add(rec.sandboxId, 'sandbox paused');
+    const { handle: _h, ...rest } = rec;
+    return { ...rest, state: 'paused', captureDir: dir };
+  }
+
+  /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
+  async connect(id: string, timeoutSecs: number, mode: 'extend' | 'set' = 'extend'): Promise<boolean> {
+    let resumed = false;
+    await this.transition(
+      id,
+      'resume',
+      async (rec) => {
+        resumed = true;
+        return this.resumeWork(rec, timeoutSecs);
+      },
+      (rec) => {
+        if (rec.state !== 'running') return false;
+        this.extend(rec, timeoutSecs, mode);
+        return true;
+      },
+    );
+    return resumed;
+  }
+
+  private extend(rec: SandboxRecord, secs: number, mode: 'extend' | 'set'): void {
+    const end = addSeconds(new Date(), secs);
+    if (mode === 'set' || end > rec.endAt) this.d.store.update({ ...rec, endAt: end });
+  }
+
+  private async resumeWork(rec: SandboxRecord, timeoutSecs: number): Promise<SandboxRecord> {
+    if (!rec.captureDir) throw new ApiError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
+    const slot = await this.d.slots.acquire(rec.egress);
+    let handle: SandboxHandle;
+    try {
+      handle = await this.d.driver.restore({
+        capture: rec.captureDir,
+        resources: { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB },
+        net: slot,
+      });
+    } catch (err) {
+      await this.d.slots.release(slot).catch(() => undefined);
+      throw err;
+    }
+    this.live.set(rec.sandboxId, { handle, slot });
+    // The capture is obsolete once the sandbox runs on from it.
+    await rm(path.dirname(rec.captureDir), { recursive: true, force: true });
+    this.logs.add(rec.sandboxId, 'sandbox resumed');
+    const { captureDir: _c, ...rest } = rec;
+    return { ...rest, state: 'running', handle, endAt: addSeconds(new Date(), timeoutSecs) };
+  }
+
+  async kill(id: string): Promise<void> {
+    await this.transition(id, 'kill', async (rec) => {
+      const live = this.live.get(id);
+      this.live.delete(id);
+      if (live) {
+        await this.drainConnections(id);
+        await this.d.driver.kill(live.handle);
+        await this.d.slots.release(live.slot);
+      }
+      if (rec.captureDir) await rm(path.join(this.d.capturesDir, id), { recursive: true, force: true });
+      this.logs.drop(id);
+      return 'deleted';
+    });
+  }
+
+  /** POST /timeout: end = now + secs, which may shorten it. */
+  async setTimeout(id: string, secs: number): Promise<void> {
+    await this.mutex.run(id, async () => {
+      const rec = this.get(id);
+      if (rec.state !== 'running') throw conflict(`sandbox ${id} is ${rec.state}`);
+      this.extend(rec, secs, 'set');
+    });
+  }
+
+  /** POST /refreshes: extend only. */
+  async refresh(id: string, secs: number): Promise<void> {
+    await this.mutex.run(id, async () => {
+      const rec = this.get(id);
+      if (rec.state !== 'running') throw conflict(`sandbox ${id} is ${rec.state}`);
+      this.extend(rec, secs, 'extend');
+    });
+  }
+
+  async setNetwork(id: string, egress: EgressRules): Promise<void> {
+    await this.mutex.run(id, async () => {
+      const rec = this.get(id);
+      if (isTransient(rec.state)) throw conflict(`sandbox ${id} is ${rec.state}`);
+      const live = this.live.get(id);
+      if (live) await this.d.slots.setEgress(live.slot, egress);
+      this.d.store.update({ ...rec, egress });
+    });
+  }
+
+  private mustLive(id: string): Live {
+    const live = this.live.get(id);
+    if (!live) throw new ApiError('internal', `sandbox ${id} is not live on this node`);
+    return live;
+  }
+
+  // ---- background work ----
+
+  /** Pauses (or kills, with autoPause false) running sandboxes whose end time has passed. */
+  startTtlLoop(intervalMs = 1000): void {
+    this.ttlTimer = setInterval(() => this.expire(), intervalMs);
+    this.ttlTimer.unref();
+  }
+
+  private expire(): void {
+    const now = new Date().toISOString();
+    for (const rec of this.d.store.all()) {
+      if (rec.state !== 'running' || rec.endAt > now || this.expiring.has(rec.sandboxId)) continue;
+      this.expiring.add(rec.sandboxId);
+      const op = rec.autoPause ? this.pause(rec.sandboxId) : this.kill(rec.sandboxId);
+      void op
+        .then(() =>
+          this.d.logger.info({ sandboxId: rec.sandboxId }, rec.autoPause ? 'ttl paused' : 'ttl killed'),
+        )
+        .catch((err) => this.d.logger.warn({ err, sandboxId: rec.sandboxId }, 'ttl action failed'))
+        .finally(() => this.expiring.delete(rec.sandboxId));
+    }
+  }
+
+  private async onRuntimeExit(runtimeId: string, reason: string): Promise<void> {
+    for (const [id, live] of this.live) {
+      if (live.handle.id !== runtimeId) continue;
+      this.live.delete(id);
+      await this.d.slots.release(live.slot).catch(() => undefined);
+      this.d.logger.error({ sandboxId: id, reason }, 'sandbox died');
+      this.d.observer.failed('runtime');
+      const rec = this.d.store.get(id);
+      if (rec && rec.state === 'running') this.d.store.delete(id);
+    }
+  }
+
+  /**
+   * After a restart: paused sandboxes stay paused; a pause or resume cut short is resolved from
+   * what is on disk (a complete capture means paused); everything else was running in the old
+   * process and is lost, since the runtime reclaimed its processes on start.
+   */
+  recover(): { paused: number; lost: string[] } {
+    const lost: string[] = [];
+    let paused = 0;
+    for (const rec of this.d.store.all()) {
+      const complete = !!rec.captureDir && existsSync(path.join(rec.captureDir, 'capture.json'));
+      if ((rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming') && complete) {
+        const { handle: _h, ...rest } = rec;
+        this.d.store.compareAndSet({ ...rest, state: 'paused' }, rec.state);
+        paused++;
+      } else {
+        this.d.store.delete(rec.sandboxId);
+        void rm(path.join(this.d.capturesDir, rec.sandboxId), { recursive: true, force: true });
+        lost.push(rec.sandboxId);
+      }
+    }
+    return { paused, lost };
+  }
+
+  /** SIGTERM: stop taking work and pause every running sandbox, so it resumes after a restart. */
+  async shutdown(): Promise<void> {
+    this.shuttingDown = true;
+    if (this.ttlTimer) clearInterval(this.ttlTimer);
+    const running = this.d.store.all().filter((r) => r.state === 'running');
+    await runLimited(running, 4, (r) =>
+      this.pause(r.sandboxId).catch((err) =>
+        this.d.logger.error({ err, sandboxId: r.sandboxId }, 'pause at shutdown failed'),
+      ),
+    );
+    this.offExit();
+  }
+
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
+
+  get liveCount(): number {
+    return this.live.size;
+  }
+
+  /** Guard for request inputs the orchestrator itself defines. */
+  static checkTimeout(secs: number, field = 'timeout'): number {
+    if (!Number.isInteger(secs) || secs < 1 || secs > 86_400 * 30) {
+      throw invalid(`${field} must be an integer number of seconds between 1 and 2592000`);
+    }
+    return secs;
+  }
+}
+
+async function runLimited<T>(items: T[], limit: number, fn: (t: T) => Promise<unknown>): Promise<void> {
+  const queue = [...items];
+  await Promise.all(
+    Array.from({ length: Math.min(limit, queue.length) }, async () => {
+      for (let t = queue.shift(); t !== undefined; t = queue.shift()) await fn(t);
+    }),
+  );
+}

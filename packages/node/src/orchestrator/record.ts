@@ -1,0 +1,33 @@
+import type { SandboxHandle } from '../runtime/driver.js';
+import type { EgressRules } from '../network/slot.js';
+import type { SandboxState } from './states.js';
+
+/** Everything the node keeps about one sandbox; persisted so paused sandboxes survive restarts. */
+export interface SandboxRecord {
+  sandboxId: string;
+  templateId: string;
+  alias?: string;
+  state: SandboxState;
+  startedAt: string;
+  endAt: string;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  metadata: Record<string, string>;
+  envVars: Record<string, string>;
+  /** TTL expiry pauses (true) or kills (false). */
+  autoPause: boolean;
+  /** Proxy traffic to a paused sandbox resumes it. */
+  autoResume: boolean;
+  secure: boolean;
+  /** The envd access token, when secure (HMAC of the id with the node secret; kept for re-init). */
+  envdAccessToken?: string;
+  egress: EgressRules;
+  allowPublicTraffic: boolean;
+  trafficAccessToken?: string;
+  envdVersion: string;
+  /** The live runtime sandbox, while running. */
+  handle?: SandboxHandle;
+  /** Directory of the capture holding its state, while paused. */
+  captureDir?: string;
+}

@@ -1,0 +1,75 @@
+/** Base of every error a runtime driver throws; `code` is stable for API mapping. */
+export class RuntimeError extends Error {
+  override readonly name: string = 'RuntimeError';
+  constructor(
+    readonly code: RuntimeErrorCode,
+    message: string,
+    /** Runtime output (stderr, logs) that explains the failure, for operators. */
+    readonly detail?: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export type RuntimeErrorCode =
+  | 'unavailable'
+  | 'not_found'
+  | 'invalid_request'
+  | 'start_failed'
+  | 'not_ready'
+  | 'checkpoint_failed'
+  | 'capture_invalid'
+  | 'restore_failed'
+  | 'operation_failed';
+
+/** Host prerequisites are missing; the message says how to fix them. */
+export class DriverUnavailableError extends RuntimeError {
+  override readonly name = 'DriverUnavailableError';
+  constructor(message: string) {
+    super('unavailable', message);
+  }
+}
+
+export class SandboxNotFoundError extends RuntimeError {
+  override readonly name = 'SandboxNotFoundError';
+  constructor(readonly sandboxId: string) {
+    super('not_found', `sandbox ${sandboxId} is not known to this driver`);
+  }
+}
+
+export class InvalidRequestError extends RuntimeError {
+  override readonly name = 'InvalidRequestError';
+  constructor(message: string) {
+    super('invalid_request', message);
+  }
+}
+
+/** The sandbox could not be started, or envd never became healthy; it has been cleaned up. */
+export class SandboxStartError extends RuntimeError {
+  override readonly name = 'SandboxStartError';
+}
+
+/** The checkpoint failed; the sandbox is still running (unless leaveRunning was false and it died). */
+export class CheckpointError extends RuntimeError {
+  override readonly name = 'CheckpointError';
+  constructor(message: string, detail?: string, options?: { cause?: unknown }) {
+    super('checkpoint_failed', message, detail, options);
+  }
+}
+
+/** The capture is missing, incomplete, corrupt or from another runtime build. */
+export class CaptureInvalidError extends RuntimeError {
+  override readonly name = 'CaptureInvalidError';
+  constructor(message: string, detail?: string) {
+    super('capture_invalid', message, detail);
+  }
+}
+
+/** A runtime command (pause, resume, stats, ...) failed. */
+export class RuntimeOperationError extends RuntimeError {
+  override readonly name = 'RuntimeOperationError';
+  constructor(message: string, detail?: string, options?: { cause?: unknown }) {
+    super('operation_failed', message, detail, options);
+  }
+}

@@ -1,0 +1,98 @@
+import { spawn } from 'node:child_process';
+
+/** Flags every runsc invocation for one sandbox must repeat (runsc keeps no per-sandbox flags). */
+export interface RunscFlags {
+  readonly root: string;
+  /** `--overlay2` value, e.g. `root:memory` or `root:dir=/run/aenv/sandboxes/<id>/upper`. */
+  readonly overlay: string;
+  readonly network: 'sandbox' | 'none';
+  readonly netDisconnectOk: boolean;
+}
+
+export function runscGlobalArgs(f: RunscFlags): string[] {
+  return [
+    `--root=${f.root}`,
+    '--platform=systrap',
+    `--overlay2=${f.overlay}`,
+    `--network=${f.network}`,
+    // The guest then sees cpuCount CPUs instead of the host's count (runsc's floor is 2).
+    '--cpu-num-from-quota',
+    ...(f.netDisconnectOk ? ['--net-disconnect-ok'] : []),
+  ];
+}
+
+/**
+ * Some kernels (this project's CI included) expose /proc/sys/net/core/rmem_default in every
+ * network namespace, which runsc takes for "running in the root namespace" and refuses to start.
+ * Hiding /proc/sys/net in a private mount namespace for the runsc process tree fixes it.
+ */
+export function wrapForNetSysctlQuirk(argv: readonly string[]): string[] {
+  return [
+    'unshare',
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    '/bin/sh',
+    '-c',
+    'mount -t tmpfs -o size=4k,mode=555 aenv-sysctl-net /proc/sys/net && exec "$@"',
+    'aenv-runsc',
+    ...argv,
+  ];
+}
+
+export interface CommandResult {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly timedOut: boolean;
+}
+
+/**
+ * Runs one command to completion. stdin is /dev/null and stdout/stderr are pipes: `runsc exec`
+ * otherwise takes over the caller's terminal. Commands that leave a detached sandbox behind must
+ * not use pipes (the sandbox would inherit and hold them open): see `stdoutFd`.
+ */
+export function runCommand(
+  argv: readonly string[],
+  opts: { timeoutMs: number; stdoutFd?: number },
+): Promise<CommandResult> {
+  const [cmd, ...args] = argv;
+  if (!cmd) return Promise.reject(new Error('empty command'));
+  return new Promise((resolve, reject) => {
+    const fd = opts.stdoutFd;
+    const child = spawn(cmd, args, {
+      stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
+      detached: false,
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGKILL');
+    }, opts.timeoutMs);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, timedOut });
+    });
+  });
+}
+
+/** One line summarising a failed command, for error messages. */
+export function describeFailure(what: string, r: CommandResult): string {
+  if (r.timedOut) return `${what} timed out`;
+  const msg = (r.stderr || r.stdout).trim().split('\n').filter(Boolean).slice(-3).join(' | ');
+  return `${what} failed (exit ${r.code})${msg ? `: ${msg}` : ''}`;
+}
+
+/** runsc's error when the sandbox holds an established external TCP connection. */
+export function isConnectedStateError(text: string): boolean {
+  return /connected state|cannot be saved/i.test(text);
+}
