@@ -40,6 +40,16 @@ export default defineConfig({
           hookTimeout: 1_200_000,
         },
       },
+      {
+        test: {
+          name: 'node',
+          include: ['packages/node/test/e2e/**/*.test.ts'],
+          // Every file drives a real aenv-server with real sandboxes; they share the machine.
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+        },
+      },
     ],
   },
 });

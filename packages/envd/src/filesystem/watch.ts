@@ -152,28 +152,32 @@ export class DirWatcher {
   }
 
   /**
-   * When recursive, watches the directories below `dir`. With `announce` (`dir` appeared while
-   * watching), the entries found are reported as CREATE: they were made before a watch saw them.
+   * Looks through `dir`: remembers its subdirectories (so their attribute changes, which inotify
+   * flags like creations, are not taken for new ones) and, when recursive, watches them and what
+   * is below. With `announce` (`dir` appeared while watching), every entry found is reported as
+   * CREATE: it was made before any watch could see it.
    */
   private async scan(dir: string, announce: boolean, namer: Namer | undefined): Promise<void> {
-    if (!this.opts.recursive) return;
     for (const d of await readDirSorted(dir)) {
       if (this.closed) return;
       const full = path.join(dir, d.name);
       const isDir = d.isDirectory();
+      const descend = isDir && this.opts.recursive;
       // Watched already: another event got there first and scans it.
-      if (isDir && !this.addDir(full)) continue;
-      if (announce) {
+      if (descend && !this.addDir(full)) continue;
+      if (announce || isDir) {
         const st = await lstatIfExists(full);
         if (!st) continue;
         const prev = this.known.get(full);
-        // Not when the watch reported it already.
-        if (!prev || fileKey(prev) !== fileKey(st)) {
+        if (!announce) {
+          this.remember(full, st, false);
+        } else if (!prev || fileKey(prev) !== fileKey(st)) {
+          // (Not when the watch reported it already.)
           this.remember(full, st, true);
           await this.emit(EventType.CREATE, full, namer);
         }
       }
-      if (isDir) await this.scan(full, announce, namer);
+      if (descend) await this.scan(full, announce, namer);
     }
   }
 
@@ -380,16 +384,17 @@ export class WatcherRegistry {
     dir: string,
     opts: Pick<DirWatcherOptions, 'recursive' | 'includeEntry' | 'namer'>,
   ): Promise<string> {
-    const events: FilesystemEvent[] = [];
-    const polled: Polled = { events } as Polled;
-    polled.watcher = new DirWatcher(dir, {
-      ...opts,
-      onEvent: (e) => {
-        polled.events.push(e);
-        if (polled.events.length > POLLED_EVENTS_LIMIT) polled.events.shift();
-      },
-      onError: (err) => (polled.error = err),
-    });
+    const polled: Polled = {
+      events: [],
+      watcher: new DirWatcher(dir, {
+        ...opts,
+        onEvent: (e) => {
+          polled.events.push(e);
+          if (polled.events.length > POLLED_EVENTS_LIMIT) polled.events.shift();
+        },
+        onError: (err) => (polled.error = err),
+      }),
+    };
     try {
       await polled.watcher.start();
     } catch (err) {

@@ -149,8 +149,8 @@ async function download(
       status = 206;
       headers['content-range'] = `bytes ${range.start}-${range.end}/${knownSize}`;
       headers['content-length'] = range.end - range.start + 1;
-    } else if (knownSize !== undefined || st.size === 0) {
-      headers['content-length'] = knownSize ?? 0;
+    } else if (knownSize !== undefined) {
+      headers['content-length'] = knownSize;
     }
   }
   if (headOnly) {

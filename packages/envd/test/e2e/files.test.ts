@@ -517,6 +517,11 @@ describe('/files over raw HTTP', () => {
     expect(bad.status).toBe(416);
   });
 
+  it('serves files that report size 0 but have content, like /proc', async () => {
+    const version = await readFile('/proc/version', 'utf8');
+    expect(await sbx.files.read('/proc/version')).toBe(version);
+  });
+
   it('refuses malformed uploads with 400 and keeps serving', async () => {
     const p = encodeURIComponent(`${base}/http/upload.txt`);
     const post = (headers: Record<string, string>, body: BodyInit, q = `path=${p}`) =>

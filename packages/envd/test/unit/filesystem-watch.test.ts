@@ -83,6 +83,14 @@ describe('DirWatcher', () => {
     await waitFor(EventType.CREATE, 'new');
   });
 
+  it('reports attribute changes of existing subdirectories as CHMOD, not CREATE', async () => {
+    await mkdir(path.join(dir, 'sub'));
+    await startWatch();
+    await chmod(path.join(dir, 'sub'), 0o700);
+    await waitFor(EventType.CHMOD, 'sub');
+    expect(summary()).not.toContain('CREATE sub');
+  });
+
   it('does not descend without recursive', async () => {
     await mkdir(path.join(dir, 'sub'));
     await startWatch();

@@ -1,7 +1,15 @@
 import { slotCapacity } from './addressing.js';
 import { defaultEgress, validateEgressRules } from './egress.js';
 import { NetworkError } from './errors.js';
-import { cidrContainsAddress, cidrOverlaps, formatCidr, maskOf, parseCidr, parseIPv4, type Cidr } from './ipv4.js';
+import {
+  cidrContainsAddress,
+  cidrOverlaps,
+  formatCidr,
+  maskOf,
+  parseCidr,
+  parseIPv4,
+  type Cidr,
+} from './ipv4.js';
 import { indexLimitForTag, validateNodeTag } from './naming.js';
 import type { EgressRules } from './slot.js';
 

@@ -32,6 +32,10 @@ export interface NetContext {
   readonly netnsQueue: SerialQueue;
 }
 
-export function createContext(config: ResolvedNetworkConfig, tools: NetTools, logger: NetworkLogger): NetContext {
+export function createContext(
+  config: ResolvedNetworkConfig,
+  tools: NetTools,
+  logger: NetworkLogger,
+): NetContext {
   return { config, tools, logger, iptablesQueue: new SerialQueue(), netnsQueue: new SerialQueue() };
 }

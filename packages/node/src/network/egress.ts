@@ -46,7 +46,10 @@ function normalizeList(list: unknown, field: string): string[] {
   if (list === undefined) return [];
   if (!Array.isArray(list)) throw new NetworkError('INVALID_CIDR', `${field} must be an array of CIDRs`);
   if (list.length > MAX_EGRESS_ENTRIES) {
-    throw new NetworkError('INVALID_CIDR', `${field} has ${list.length} entries; at most ${MAX_EGRESS_ENTRIES}`);
+    throw new NetworkError(
+      'INVALID_CIDR',
+      `${field} has ${list.length} entries; at most ${MAX_EGRESS_ENTRIES}`,
+    );
   }
   return [...new Set(list.map((entry) => normalizeEgressEntry(entry, field)))];
 }
@@ -72,5 +75,7 @@ export function validateEgressRules(input: unknown): EgressRules {
 
 export function sameEgress(a: EgressRules, b: EgressRules): boolean {
   const sameList = (x: string[], y: string[]) => x.length === y.length && x.every((v, i) => v === y[i]);
-  return a.allowInternet === b.allowInternet && sameList(a.allowOut, b.allowOut) && sameList(a.denyOut, b.denyOut);
+  return (
+    a.allowInternet === b.allowInternet && sameList(a.allowOut, b.allowOut) && sameList(a.denyOut, b.denyOut)
+  );
 }

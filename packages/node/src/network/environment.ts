@@ -69,9 +69,13 @@ let workaround: Promise<boolean> | undefined;
 export function needsProcSysNetWorkaround(): Promise<boolean> {
   workaround ??= (async () => {
     const unshare = await findBinary('unshare');
-    const probe = await runCommand(unshare, ['--net', '--', 'test', '-e', '/proc/sys/net/core/rmem_default'], {
-      allowFailure: true,
-    });
+    const probe = await runCommand(
+      unshare,
+      ['--net', '--', 'test', '-e', '/proc/sys/net/core/rmem_default'],
+      {
+        allowFailure: true,
+      },
+    );
     if (probe.code === 0) return true;
     if (probe.code === 1) return false;
     throw new NetworkError(
@@ -125,5 +129,11 @@ export async function detectEnvironment(tools: NetTools): Promise<NetworkEnviron
         `evaluated, so a DROP there (e.g. a FORWARD policy) still blocks sandbox traffic`,
     );
   }
-  return { iptablesFlavour: tools.flavour, ipForwardWasEnabled, brNetfilterLoaded, procSysNetWorkaround, warnings };
+  return {
+    iptablesFlavour: tools.flavour,
+    ipForwardWasEnabled,
+    brNetfilterLoaded,
+    procSysNetWorkaround,
+    warnings,
+  };
 }

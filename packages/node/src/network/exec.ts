@@ -23,7 +23,10 @@ const DEBIAN_PACKAGE: Readonly<Record<string, string>> = {
 function missing(name: string): NetworkError {
   const pkg = DEBIAN_PACKAGE[name];
   const hint = pkg ? `install the Debian package "${pkg}" (scripts/setup.sh does)` : 'install it';
-  return new NetworkError('MISSING_BINARY', `"${name}" was not found on PATH or in /usr/sbin, /sbin: ${hint}`);
+  return new NetworkError(
+    'MISSING_BINARY',
+    `"${name}" was not found on PATH or in /usr/sbin, /sbin: ${hint}`,
+  );
 }
 
 /**
@@ -66,10 +69,17 @@ function commandLine(file: string, args: readonly string[]): string {
 }
 
 /** Runs a program without a shell; a non-zero exit becomes a COMMAND_FAILED error with its stderr. */
-export function runCommand(file: string, args: readonly string[], options: CommandOptions = {}): Promise<CommandResult> {
+export function runCommand(
+  file: string,
+  args: readonly string[],
+  options: CommandOptions = {},
+): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
     // C locale: error texts we match on (and log) must not be translated.
-    const child = spawn(file, args, { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
+    const child = spawn(file, args, {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { ...process.env, LC_ALL: 'C' },
+    });
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     let size = 0;
@@ -77,7 +87,10 @@ export function runCommand(file: string, args: readonly string[], options: Comma
     const collect = (into: Buffer[]) => (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_OUTPUT) {
-        failure ??= new NetworkError('COMMAND_FAILED', `${commandLine(file, args)}: output exceeds ${MAX_OUTPUT} bytes`);
+        failure ??= new NetworkError(
+          'COMMAND_FAILED',
+          `${commandLine(file, args)}: output exceeds ${MAX_OUTPUT} bytes`,
+        );
         child.kill('SIGKILL');
         return;
       }
@@ -87,13 +100,21 @@ export function runCommand(file: string, args: readonly string[], options: Comma
     child.stderr.on('data', collect(stderr));
     const timeoutMs = options.timeoutMs ?? 30_000;
     const timer = setTimeout(() => {
-      failure ??= new NetworkError('COMMAND_FAILED', `${commandLine(file, args)}: timed out after ${timeoutMs} ms`);
+      failure ??= new NetworkError(
+        'COMMAND_FAILED',
+        `${commandLine(file, args)}: timed out after ${timeoutMs} ms`,
+      );
       child.kill('SIGKILL');
     }, timeoutMs);
     child.on('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       if (error.code === 'ENOENT') reject(missing(file.split('/').pop() ?? file));
-      else reject(new NetworkError('COMMAND_FAILED', `${commandLine(file, args)}: ${error.message}`, { cause: error }));
+      else
+        reject(
+          new NetworkError('COMMAND_FAILED', `${commandLine(file, args)}: ${error.message}`, {
+            cause: error,
+          }),
+        );
     });
     child.on('close', (code, signal) => {
       clearTimeout(timer);
@@ -104,8 +125,11 @@ export function runCommand(file: string, args: readonly string[], options: Comma
         stderr: Buffer.concat(stderr).toString('utf8'),
       };
       if (result.code === 0 || options.allowFailure) return resolve(result);
-      const why = result.stderr.trim() || result.stdout.trim() || (signal ? `killed by ${signal}` : 'no output');
-      reject(new NetworkError('COMMAND_FAILED', `${commandLine(file, args)} exited with ${result.code}: ${why}`));
+      const why =
+        result.stderr.trim() || result.stdout.trim() || (signal ? `killed by ${signal}` : 'no output');
+      reject(
+        new NetworkError('COMMAND_FAILED', `${commandLine(file, args)} exited with ${result.code}: ${why}`),
+      );
     });
     // A child that exits before reading its stdin must not crash us with EPIPE.
     child.stdin.on('error', () => undefined);

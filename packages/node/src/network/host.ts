@@ -119,7 +119,9 @@ export async function installRootRules(ctx: NetContext): Promise<void> {
       alwaysDenied: ctx.config.alwaysDeniedCidrs,
     }),
   );
-  await ctx.iptablesQueue.run(() => runCommand(ctx.tools.iptablesRestore, ['-w', '--noflush'], { input: text }));
+  await ctx.iptablesQueue.run(() =>
+    runCommand(ctx.tools.iptablesRestore, ['-w', '--noflush'], { input: text }),
+  );
 }
 
 const IP_FORWARD = '/proc/sys/net/ipv4/ip_forward';

@@ -63,7 +63,7 @@ export function cidrSize(cidr: Cidr): number {
 }
 
 export function cidrContainsAddress(cidr: Cidr, address: number): boolean {
-  return ((address & maskOf(cidr.prefix)) >>> 0) === cidr.network;
+  return (address & maskOf(cidr.prefix)) >>> 0 === cidr.network;
 }
 
 export function cidrContains(outer: Cidr, inner: Cidr): boolean {

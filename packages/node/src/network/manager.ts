@@ -70,7 +70,10 @@ export class NetworkManager {
     const ctx = createContext(config, tools, logger);
     const reclaimed = await reclaim(ctx);
     if (reclaimed.namespaces + reclaimed.links + reclaimed.chains > 0) {
-      logger.warn({ ...reclaimed, nodeTag: config.nodeTag }, 'removed network leftovers of a previous node process');
+      logger.warn(
+        { ...reclaimed, nodeTag: config.nodeTag },
+        'removed network leftovers of a previous node process',
+      );
     }
     await checkRangeFree(ctx);
     const changedForwarding = await enableForwarding();
@@ -160,7 +163,8 @@ export class NetworkManager {
     }
     // A final sweep by prefix catches anything a failed teardown left.
     await reclaim(this.#ctx).catch((error: unknown) => failures.push(error));
-    if (this.#changedForwarding) await restoreForwarding(this.#ctx).catch((error: unknown) => failures.push(error));
+    if (this.#changedForwarding)
+      await restoreForwarding(this.#ctx).catch((error: unknown) => failures.push(error));
     if (failures.length > 0) {
       const reasons = failures.map((error) => (error instanceof Error ? error.message : String(error)));
       throw new NetworkError('COMMAND_FAILED', `network shutdown incomplete: ${reasons.join('; ')}`);
@@ -194,7 +198,10 @@ export class NetworkManager {
     try {
       await slot.destroy();
     } catch (error) {
-      this.#ctx.logger.warn({ err: error, index: slot.index }, 'network slot teardown failed; index kept reserved');
+      this.#ctx.logger.warn(
+        { err: error, index: slot.index },
+        'network slot teardown failed; index kept reserved',
+      );
       throw error;
     }
     this.#allocator.release(slot.index);

@@ -29,13 +29,27 @@ export function parseIptablesFlavour(versionOutput: string): IptablesFlavour {
  * IPv4 prefixes the machine already uses: each address of `ip -4 -o addr show` as a /32, and each
  * destination of `ip -4 route show` (first token, after an optional type such as "local").
  */
-export function parseUsedPrefixes(addrOutput: string, routeOutput: string): { text: string; prefix: string }[] {
+export function parseUsedPrefixes(
+  addrOutput: string,
+  routeOutput: string,
+): { text: string; prefix: string }[] {
   const used: { text: string; prefix: string }[] = [];
   for (const line of addrOutput.split('\n')) {
     const match = /\sinet\s+(\d+\.\d+\.\d+\.\d+)/.exec(line);
     if (match?.[1]) used.push({ text: line.trim().replace(/\\\s*/g, ' '), prefix: `${match[1]}/32` });
   }
-  const routeTypes = new Set(['unicast', 'local', 'broadcast', 'multicast', 'blackhole', 'unreachable', 'prohibit', 'throw', 'nat', 'anycast']);
+  const routeTypes = new Set([
+    'unicast',
+    'local',
+    'broadcast',
+    'multicast',
+    'blackhole',
+    'unreachable',
+    'prohibit',
+    'throw',
+    'nat',
+    'anycast',
+  ]);
   for (const line of routeOutput.split('\n')) {
     const tokens = line.trim().split(/\s+/);
     const destination = routeTypes.has(tokens[0] ?? '') ? tokens[1] : tokens[0];

@@ -115,7 +115,18 @@ export function routerFilterTable(p: RouterRuleParams): TableBlock {
     ],
     rules: [
       ['-A', 'INPUT', '-i', 'lo', '-j', 'ACCEPT'],
-      ['-A', 'FORWARD', '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', '--ctdir', 'REPLY', '-j', 'ACCEPT'],
+      [
+        '-A',
+        'FORWARD',
+        '-m',
+        'conntrack',
+        '--ctstate',
+        'RELATED,ESTABLISHED',
+        '--ctdir',
+        'REPLY',
+        '-j',
+        'ACCEPT',
+      ],
       [
         '-A',
         'FORWARD',
@@ -151,9 +162,23 @@ export function routerNatTable(p: RouterRuleParams): TableBlock {
   const sandbox = `${p.sandboxAddress}/32`;
   return {
     table: 'nat',
-    chains: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].map((name) => ({ name, policy: 'ACCEPT' as const })),
+    chains: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'].map((name) => ({
+      name,
+      policy: 'ACCEPT' as const,
+    })),
     rules: [
-      ['-A', 'PREROUTING', '-i', ROUTER_UPLINK, '-d', `${p.hostAddress}/32`, '-j', 'DNAT', '--to-destination', p.sandboxAddress],
+      [
+        '-A',
+        'PREROUTING',
+        '-i',
+        ROUTER_UPLINK,
+        '-d',
+        `${p.hostAddress}/32`,
+        '-j',
+        'DNAT',
+        '--to-destination',
+        p.sandboxAddress,
+      ],
       ['-A', 'POSTROUTING', '-o', ROUTER_UPLINK, '-s', sandbox, '-j', 'SNAT', '--to-source', p.hostAddress],
     ],
   };
@@ -177,7 +202,9 @@ export function reclaimCommands(table: 'filter' | 'nat', save: string, chainPref
     const tokens = line.trim().split(/\s+/);
     const owner = tokens[1] ?? '';
     if (owner.startsWith(chainPrefix)) continue;
-    const target = tokens.findIndex((t, i) => (t === '-j' || t === '-g') && tokens[i + 1]?.startsWith(chainPrefix));
+    const target = tokens.findIndex(
+      (t, i) => (t === '-j' || t === '-g') && tokens[i + 1]?.startsWith(chainPrefix),
+    );
     if (target >= 0) jumps.push(['-t', table, '-D', ...tokens.slice(1)]);
   }
   return [

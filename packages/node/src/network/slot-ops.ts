@@ -1,6 +1,5 @@
 import { writeFile } from 'node:fs/promises';
-import type { SlotAddresses } from './addressing.js';
-import { SLOT_LINK_PREFIX } from './addressing.js';
+import { SLOT_LINK_PREFIX, type SlotAddresses } from './addressing.js';
 import type { NetContext } from './context.js';
 import { runCommand } from './exec.js';
 import { formatCidr } from './ipv4.js';
@@ -69,7 +68,9 @@ function sandboxInterfaceLines(ctx: NetContext): string[] {
 export async function createSlotNetwork(ctx: NetContext, spec: SlotSpec, egress: EgressRules): Promise<void> {
   const { names, addresses } = spec;
   const { sandboxGateway, sandboxPrefixLength } = ctx.config;
-  await ctx.netnsQueue.run(() => ipBatch(ctx, [`netns add ${names.routerNs}`, `netns add ${names.sandboxNs}`]));
+  await ctx.netnsQueue.run(() =>
+    ipBatch(ctx, [`netns add ${names.routerNs}`, `netns add ${names.sandboxNs}`]),
+  );
   // IPv6 off before any link exists, so no link gets a link-local address: sandboxes are IPv4-only
   // and the router must not forward or answer IPv6. The sandbox's lo keeps ::1 (only "default",
   // which new links inherit, is changed there) because programs inside bind to localhost.
@@ -81,39 +82,60 @@ export async function createSlotNetwork(ctx: NetContext, spec: SlotSpec, egress:
     ]),
     sysctlIn(ctx, names.sandboxNs, ['net.ipv6.conf.default.disable_ipv6=1']),
   ]);
-  await runCommand(ctx.tools.ip, [
-    'link',
-    'add',
-    names.hostVeth,
-    'type',
-    'veth',
-    'peer',
-    'name',
-    ROUTER_UPLINK,
-    'netns',
-    names.routerNs,
-  ]);
-  await writeFile(`/proc/sys/net/ipv6/conf/${names.hostVeth}/disable_ipv6`, '1\n');
-  await ipBatch(ctx, [
-    `addr add ${addresses.rootSide}/${SLOT_LINK_PREFIX} dev ${names.hostVeth}`,
-    `link set ${names.hostVeth} up`,
-  ]);
-  await ipBatch(
-    ctx,
-    [
-      `link add ${ROUTER_GATEWAY} address ${GATEWAY_MAC} type veth peer name ${SANDBOX_INTERFACE} address ${SANDBOX_MAC} netns ${names.sandboxNs}`,
-      `addr add ${addresses.hostAddress}/${SLOT_LINK_PREFIX} dev ${ROUTER_UPLINK}`,
-      `addr add ${sandboxGateway}/${sandboxPrefixLength} dev ${ROUTER_GATEWAY}`,
-      'link set lo up',
-      `link set ${ROUTER_UPLINK} up`,
-      `link set ${ROUTER_GATEWAY} up`,
-      `route add default via ${addresses.rootSide} dev ${ROUTER_UPLINK}`,
-    ],
-    names.routerNs,
-  );
-  await ipBatch(ctx, sandboxInterfaceLines(ctx), names.sandboxNs);
   const params = routerParams(ctx, spec, egress);
-  await restoreInRouter(ctx, names.routerNs, renderRestore([routerFilterTable(params), routerNatTable(params)]));
+  // Independent steps overlap (each is a process spawn of a few ms); nothing runs in the slot
+  // before it is handed out, so the firewall may land after the links.
+  const firewall = restoreInRouter(
+    ctx,
+    names.routerNs,
+    renderRestore([routerFilterTable(params), routerNatTable(params)]),
+  );
+  const links = (async () => {
+    await runCommand(ctx.tools.ip, [
+      'link',
+      'add',
+      names.hostVeth,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      ROUTER_UPLINK,
+      'netns',
+      names.routerNs,
+    ]);
+    const rootSide = (async () => {
+      await writeFile(`/proc/sys/net/ipv6/conf/${names.hostVeth}/disable_ipv6`, '1\n');
+      await ipBatch(ctx, [
+        `addr add ${addresses.rootSide}/${SLOT_LINK_PREFIX} dev ${names.hostVeth}`,
+        `link set ${names.hostVeth} up`,
+      ]);
+    })();
+    const inside = (async () => {
+      await ipBatch(
+        ctx,
+        [
+          `link add ${ROUTER_GATEWAY} address ${GATEWAY_MAC} type veth peer name ${SANDBOX_INTERFACE} address ${SANDBOX_MAC} netns ${names.sandboxNs}`,
+          `addr add ${addresses.hostAddress}/${SLOT_LINK_PREFIX} dev ${ROUTER_UPLINK}`,
+          `addr add ${sandboxGateway}/${sandboxPrefixLength} dev ${ROUTER_GATEWAY}`,
+          'link set lo up',
+          `link set ${ROUTER_UPLINK} up`,
+          `link set ${ROUTER_GATEWAY} up`,
+          `route add default via ${addresses.rootSide} dev ${ROUTER_UPLINK}`,
+        ],
+        names.routerNs,
+      );
+      await ipBatch(ctx, sandboxInterfaceLines(ctx), names.sandboxNs);
+    })();
+    await settleAll([rootSide, inside]);
+  })();
+  await settleAll([firewall, links]);
+}
+
+/** Like Promise.all, but waits for every step before failing, so cleanup never races a step. */
+async function settleAll(steps: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(steps);
+  const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function restoreInRouter(ctx: NetContext, routerNs: string, rules: string): Promise<unknown> {
@@ -124,7 +146,11 @@ function restoreInRouter(ctx: NetContext, routerNs: string, rules: string): Prom
 
 /** Replaces the router's whole filter table in one iptables-restore transaction. */
 export function applyEgress(ctx: NetContext, spec: SlotSpec, egress: EgressRules): Promise<unknown> {
-  return restoreInRouter(ctx, spec.names.routerNs, renderRestore([routerFilterTable(routerParams(ctx, spec, egress))]));
+  return restoreInRouter(
+    ctx,
+    spec.names.routerNs,
+    renderRestore([routerFilterTable(routerParams(ctx, spec, egress))]),
+  );
 }
 
 export function resetSandboxInterface(ctx: NetContext, spec: SlotSpec): Promise<unknown> {
@@ -138,5 +164,7 @@ export function resetSandboxInterface(ctx: NetContext, spec: SlotSpec): Promise<
 export async function destroySlotNetwork(ctx: NetContext, spec: SlotSpec): Promise<void> {
   const { names } = spec;
   await ipRemoveBatch(ctx, [`link del ${names.hostVeth}`]);
-  await ctx.netnsQueue.run(() => ipRemoveBatch(ctx, [`netns del ${names.routerNs}`, `netns del ${names.sandboxNs}`]));
+  await ctx.netnsQueue.run(() =>
+    ipRemoveBatch(ctx, [`netns del ${names.routerNs}`, `netns del ${names.sandboxNs}`]),
+  );
 }

@@ -93,7 +93,11 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
       expect(slot.egress.allowOut).toEqual(['203.0.113.0/24']);
 
       // Deny beats allow.
-      await m().setEgress(slot, { allowInternet: true, allowOut: [INTERNET_ADDRESS], denyOut: ['203.0.113.0/24'] });
+      await m().setEgress(slot, {
+        allowInternet: true,
+        allowOut: [INTERNET_ADDRESS],
+        denyOut: ['203.0.113.0/24'],
+      });
       expect((await fetchFrom(ns, INTERNET_URL)).ok).toBe(false);
 
       await m().setEgress(slot, { allowInternet: true, allowOut: [], denyOut: [] });
@@ -116,9 +120,9 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
         expect(error).toBeInstanceOf(NetworkError);
         expect((error as NetworkError).code).toBe(code);
       }
-      await expect(m().acquire({ allowInternet: true, allowOut: ['a.example'], denyOut: [] })).rejects.toThrow(
-        'domain entries are not supported',
-      );
+      await expect(
+        m().acquire({ allowInternet: true, allowOut: ['a.example'], denyOut: [] }),
+      ).rejects.toThrow('domain entries are not supported');
       expect((await fetchFrom(slot.names.sandboxNs, INTERNET_URL)).ok).toBe(true);
     } finally {
       await m().release(slot);
@@ -132,8 +136,14 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
     try {
       serverB = await startServer(httpServerScript('slot-b', 8080), b.names.sandboxNs);
       // The servers exist: the node (root namespace) reaches all of them.
-      expect(await fetchFromHost(`http://127.0.0.1:${loopbackPort}/`)).toEqual({ ok: true, body: 'host-loopback' });
-      expect(await fetchFromHost(`http://${a.rootSideAddress}:${anyPort}/`)).toEqual({ ok: true, body: 'host-any' });
+      expect(await fetchFromHost(`http://127.0.0.1:${loopbackPort}/`)).toEqual({
+        ok: true,
+        body: 'host-loopback',
+      });
+      expect(await fetchFromHost(`http://${a.rootSideAddress}:${anyPort}/`)).toEqual({
+        ok: true,
+        body: 'host-any',
+      });
       expect(await fetchFromHost(`http://${b.hostAddress}:8080/`)).toEqual({ ok: true, body: 'slot-b' });
 
       // Try to open everything; always-denied ranges and the host stay closed anyway.
@@ -165,16 +175,31 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
     const servers: ChildProcess[] = [];
     try {
       for (const [i, slot] of slots.entries()) {
-        servers.push(await startServer(httpServerScript(`sandbox-${i}`, 8080, slot.sandboxAddress), slot.names.sandboxNs));
+        servers.push(
+          await startServer(
+            httpServerScript(`sandbox-${i}`, 8080, slot.sandboxAddress),
+            slot.names.sandboxNs,
+          ),
+        );
       }
       expect(new Set(slots.map((slot) => slot.hostAddress)).size).toBe(2);
       for (const [i, slot] of slots.entries()) {
         expect(slot.sandboxAddress).toBe('10.0.2.2');
-        expect(await fetchFromHost(`http://${slot.hostAddress}:8080/`)).toEqual({ ok: true, body: `sandbox-${i}` });
+        expect(await fetchFromHost(`http://${slot.hostAddress}:8080/`)).toEqual({
+          ok: true,
+          body: `sandbox-${i}`,
+        });
       }
       // The node still reaches the sandbox when the sandbox may not go anywhere.
-      await m().setEgress(slots[0] as ManagedSlot, { allowInternet: false, allowOut: [], denyOut: ['0.0.0.0/0'] });
-      expect(await fetchFromHost(`http://${slots[0]?.hostAddress}:8080/`)).toEqual({ ok: true, body: 'sandbox-0' });
+      await m().setEgress(slots[0] as ManagedSlot, {
+        allowInternet: false,
+        allowOut: [],
+        denyOut: ['0.0.0.0/0'],
+      });
+      expect(await fetchFromHost(`http://${slots[0]?.hostAddress}:8080/`)).toEqual({
+        ok: true,
+        body: 'sandbox-0',
+      });
     } finally {
       servers.forEach(stopServer);
       for (const slot of slots) await m().release(slot);
@@ -192,7 +217,12 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
       await slot.reset();
       expect((await fetchFrom(ns, INTERNET_URL)).ok).toBe(true);
       const links = await sh('ip', ['-n', ns, '-o', 'link', 'show']);
-      expect(links.trim().split('\n').map((line) => line.split(':')[1]?.trim().split('@')[0])).toEqual(['lo', 'eth0']);
+      expect(
+        links
+          .trim()
+          .split('\n')
+          .map((line) => line.split(':')[1]?.trim().split('@')[0]),
+      ).toEqual(['lo', 'eth0']);
     } finally {
       await m().release(slot);
     }
@@ -233,7 +263,9 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
         // Slots of another node process (other tag) are just as unreachable.
         const other = await m().acquire();
         try {
-          expect((await fetchFrom(a.names.sandboxNs, `http://${other.rootSideAddress}:${anyPort}/`, 1)).ok).toBe(false);
+          expect(
+            (await fetchFrom(a.names.sandboxNs, `http://${other.rootSideAddress}:${anyPort}/`, 1)).ok,
+          ).toBe(false);
         } finally {
           await m().release(other);
         }

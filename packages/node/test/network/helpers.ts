@@ -123,8 +123,23 @@ export async function removeTestInternet(): Promise<void> {
 export async function createTestInternet(): Promise<TestInternet> {
   await removeTestInternet();
   await sh('ip', ['netns', 'add', INTERNET_NS]);
-  await sh('ip', ['link', 'add', INTERNET_VETH, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', INTERNET_NS]);
-  await sh('ip', ['-batch', '-'], `addr add ${INTERNET_ROOT_SIDE}/24 dev ${INTERNET_VETH}\nlink set ${INTERNET_VETH} up\n`);
+  await sh('ip', [
+    'link',
+    'add',
+    INTERNET_VETH,
+    'type',
+    'veth',
+    'peer',
+    'name',
+    'eth0',
+    'netns',
+    INTERNET_NS,
+  ]);
+  await sh(
+    'ip',
+    ['-batch', '-'],
+    `addr add ${INTERNET_ROOT_SIDE}/24 dev ${INTERNET_VETH}\nlink set ${INTERNET_VETH} up\n`,
+  );
   await sh(
     'ip',
     ['-n', INTERNET_NS, '-batch', '-'],
@@ -163,7 +178,9 @@ export async function createTestInternet(): Promise<TestInternet> {
 }
 
 /** Everything in the root namespace that carries a node tag. */
-export async function leftovers(tag: string): Promise<{ namespaces: string[]; links: string[]; rules: string[] }> {
+export async function leftovers(
+  tag: string,
+): Promise<{ namespaces: string[]; links: string[]; rules: string[] }> {
   const namespaces = (await sh('ip', ['netns', 'list']))
     .split('\n')
     .map((line) => line.split(' ')[0] ?? '')
@@ -171,9 +188,7 @@ export async function leftovers(tag: string): Promise<{ namespaces: string[]; li
   const links = (await sh('ip', ['-o', 'link', 'show']))
     .split('\n')
     .filter((line) => line.includes(` ae-${tag}-`));
-  const rules = (await sh('iptables-save', []))
-    .split('\n')
-    .filter((line) => line.includes(`AENV-${tag}-`));
+  const rules = (await sh('iptables-save', [])).split('\n').filter((line) => line.includes(`AENV-${tag}-`));
   return { namespaces, links, rules };
 }
 

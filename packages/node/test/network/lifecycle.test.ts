@@ -79,7 +79,9 @@ describe.skipIf(!isRoot())('network slot lifecycle', () => {
     const all = [single, ...slots];
     expect(new Set(all.map((slot) => slot.index)).size).toBe(13);
     expect(new Set(all.map((slot) => slot.hostAddress)).size).toBe(13);
-    const results = await Promise.all(all.map((slot) => fetchFrom(slot.names.sandboxNs, `http://${INTERNET_ADDRESS}/`)));
+    const results = await Promise.all(
+      all.map((slot) => fetchFrom(slot.names.sandboxNs, `http://${INTERNET_ADDRESS}/`)),
+    );
     expect(results.every((result) => result.ok)).toBe(true);
     const releaseStart = performance.now();
     await Promise.all(all.map((slot) => m.release(slot)));
@@ -140,7 +142,16 @@ describe.skipIf(!isRoot())('network slot lifecycle', () => {
     const foreign = await other.acquire();
     await expect(first.release(foreign)).rejects.toMatchObject({ code: 'UNKNOWN_SLOT' });
     await expect(
-      first.setEgress({ ...foreign, index: foreign.index }, { allowInternet: true, allowOut: [], denyOut: [] }),
+      first.setEgress(
+        {
+          index: foreign.index,
+          netnsPath: foreign.netnsPath,
+          hostAddress: foreign.hostAddress,
+          sandboxAddress: foreign.sandboxAddress,
+          reset: async () => undefined,
+        },
+        { allowInternet: true, allowOut: [], denyOut: [] },
+      ),
     ).rejects.toMatchObject({ code: 'UNKNOWN_SLOT' });
     await other.release(foreign);
     await other.release(foreign);

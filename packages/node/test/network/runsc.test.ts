@@ -1,6 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -48,18 +48,38 @@ function runsc(args: string[]): Promise<{ stdout: string; stderr: string }> {
   return exec('runsc', ['--root', RUNSC_ROOT, ...args], { timeout: 60_000 });
 }
 
-/** `runsc run --detach`, inside the /proc/sys/net work-around when this kernel needs it. */
+/**
+ * `runsc run --detach`, inside the /proc/sys/net work-around when this kernel needs it. The
+ * container keeps runsc's stdout/stderr for its whole life, so they go to a file: a pipe would
+ * never reach end-of-file and a caller waiting for it would hang.
+ */
 async function startSandbox(bundle: string, id: string, workaround: boolean): Promise<void> {
   const run = ['runsc', '--root', RUNSC_ROOT, '--network=sandbox', 'run', '--detach', '--bundle', bundle, id];
-  if (!workaround) {
-    await exec(run[0] as string, run.slice(1), { timeout: 60_000 });
-    return;
+  const command = workaround
+    ? [
+        'unshare',
+        '-m',
+        '--propagation',
+        'private',
+        'sh',
+        '-c',
+        'mount -t tmpfs none /proc/sys/net && exec "$@"',
+        'sh',
+        ...run,
+      ]
+    : run;
+  const logPath = join(bundle, `${id}.log`);
+  const log = await open(logPath, 'w');
+  try {
+    const child = spawn(command[0] as string, command.slice(1), { stdio: ['ignore', log.fd, log.fd] });
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('exit', resolve);
+    });
+    if (code !== 0) throw new Error(`runsc run exited with ${code}: ${await readFile(logPath, 'utf8')}`);
+  } finally {
+    await log.close();
   }
-  await exec(
-    'unshare',
-    ['-m', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs none /proc/sys/net && exec "$@"', 'sh', ...run],
-    { timeout: 60_000 },
-  );
 }
 
 async function removeSandbox(id: string): Promise<void> {
@@ -159,7 +179,9 @@ describe.skipIf(skipReason !== undefined)('gVisor sandbox in a network slot', ()
     await startSandbox(bundle, IDS[0] as string, workaround);
     await waitFor(`http://${slot.hostAddress}:8080/`, 'hello from gvisor');
     // runsc took the address into its netstack.
-    expect(await sh('ip', ['-n', slot.names.sandboxNs, '-4', 'addr', 'show', 'dev', 'eth0'])).not.toContain('inet ');
+    expect(await sh('ip', ['-n', slot.names.sandboxNs, '-4', 'addr', 'show', 'dev', 'eth0'])).not.toContain(
+      'inet ',
+    );
 
     const id = IDS[0] as string;
     expect(await sandboxGet(id, INTERNET_ADDRESS)).toEqual({ ok: true, out: `internet:${INTERNET_ADDRESS}` });

@@ -24,10 +24,12 @@ export function httpCall(
     const req = request(
       { host, port, method, path, agent: false, headers: { ...headers, connection: 'keep-alive' }, timeout: timeoutMs },
       (res) => {
+        // Taken now: once the response ends, the socket is detached from it.
+        const socket = res.socket;
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
-          res.socket.resetAndDestroy();
+          if (!socket.destroyed) socket.resetAndDestroy();
           resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) });
         });
         res.on('error', reject);

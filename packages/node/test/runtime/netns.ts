@@ -11,28 +11,56 @@ export interface TestNet extends SandboxNet {
   destroy(): void;
 }
 
-const TAG = `at${(process.pid % 1000).toString(36)}`;
+const NS_PREFIX = 'aenvtest-';
+const ifTag = (pid: number) => `e${pid.toString(36)}`;
 let next = 0;
 const live = new Set<TestNet>();
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes namespaces (and their host-side links) left by test processes that died. */
+export function sweepStaleTestNets(): void {
+  const names = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+  for (const m of names.matchAll(new RegExp(`^${NS_PREFIX}(\\d+)-(\\d+)`, 'gm'))) {
+    const pid = Number(m[1]);
+    if (pidAlive(pid)) continue;
+    ipQuiet('link', 'del', `${ifTag(pid)}h${m[2]}`);
+    ipQuiet('netns', 'del', m[0]);
+  }
+}
 
 function ip(...args: string[]): void {
   execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
+function ipQuiet(...args: string[]): void {
+  try {
+    execFileSync('ip', args, { stdio: 'ignore' });
+  } catch {
+    // already gone (deleting the namespace removes the pair)
+  }
+}
+
 export function createTestNet(): TestNet {
-  const n = next++ % 4096;
-  const third = Math.floor(n / 64);
+  if (next === 0) sweepStaleTestNets();
+  const n = next++ % 256;
+  // Spread concurrent test processes over different /24s.
+  const third = (process.pid % 64) * 4 + Math.floor(n / 64);
   const base = (n % 64) * 4;
-  const name = `${TAG}-${n}`;
-  const hostIf = `${TAG}h${n}`;
-  const nsIf = `${TAG}s${n}`;
+  const name = `${NS_PREFIX}${process.pid}-${n}`;
+  const hostIf = `${ifTag(process.pid)}h${n}`;
+  const nsIf = `${ifTag(process.pid)}s${n}`;
   const host = `10.251.${third}.${base + 1}`;
   const sandbox = `10.251.${third}.${base + 2}`;
-  try {
-    ip('netns', 'del', name);
-  } catch {
-    // not there: the usual case
-  }
+  ipQuiet('netns', 'del', name);
+  ipQuiet('link', 'del', hostIf);
   ip('netns', 'add', name);
   ip('link', 'add', hostIf, 'type', 'veth', 'peer', 'name', nsIf);
   ip('link', 'set', nsIf, 'netns', name);
@@ -48,13 +76,8 @@ export function createTestNet(): TestNet {
     hostAddress: sandbox,
     destroy() {
       live.delete(net);
-      for (const args of [['link', 'del', hostIf], ['netns', 'del', name]]) {
-        try {
-          ip(...args);
-        } catch {
-          // already gone (deleting the namespace removes the pair)
-        }
-      }
+      ipQuiet('link', 'del', hostIf);
+      ipQuiet('netns', 'del', name);
     },
   };
   live.add(net);

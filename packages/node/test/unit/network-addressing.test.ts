@@ -10,7 +10,10 @@ describe('slotAddresses', () => {
     expect(slotAddresses(range, 0)).toEqual({ rootSide: '10.201.0.0', hostAddress: '10.201.0.1' });
     expect(slotAddresses(range, 1)).toEqual({ rootSide: '10.201.0.2', hostAddress: '10.201.0.3' });
     expect(slotAddresses(range, 128)).toEqual({ rootSide: '10.201.1.0', hostAddress: '10.201.1.1' });
-    expect(slotAddresses(range, 32767)).toEqual({ rootSide: '10.201.255.254', hostAddress: '10.201.255.255' });
+    expect(slotAddresses(range, 32767)).toEqual({
+      rootSide: '10.201.255.254',
+      hostAddress: '10.201.255.255',
+    });
   });
 
   it('refuses indexes outside the range', () => {

@@ -42,7 +42,9 @@ describe('resolveNetworkConfig', () => {
     expect(configError({ sandboxGateway: '10.0.3.1' }).message).toContain('outside');
     expect(configError({ sandboxGateway: '10.0.2.2' }).message).toContain('differ');
     expect(configError({ sandboxAddress: '10.0.2.255' }).message).toContain('broadcast');
-    expect(configError({ sandboxAddress: '10.0.2.0', sandboxGateway: '10.0.2.1' }).message).toContain('network');
+    expect(configError({ sandboxAddress: '10.0.2.0', sandboxGateway: '10.0.2.1' }).message).toContain(
+      'network',
+    );
     expect(configError({ sandboxPrefixLength: 31 }).message).toContain('sandboxPrefixLength');
   });
 
@@ -50,8 +52,8 @@ describe('resolveNetworkConfig', () => {
     expect(configError({ alwaysDenied: ['10.0.0.0/8', 'internal.corp'] }).message).toContain('internal.corp');
     expect(configError({ poolSize: -1 }).message).toContain('poolSize');
     expect(configError({ poolSize: 1.5 }).message).toContain('poolSize');
-    expect(configError({ defaultEgress: { allowInternet: true, allowOut: ['x.example'], denyOut: [] } }).code).toBe(
-      'DOMAIN_NOT_SUPPORTED',
-    );
+    expect(
+      configError({ defaultEgress: { allowInternet: true, allowOut: ['x.example'], denyOut: [] } }).code,
+    ).toBe('DOMAIN_NOT_SUPPORTED');
   });
 });

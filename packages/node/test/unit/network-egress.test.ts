@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { MAX_EGRESS_ENTRIES, normalizeEgressEntry, sameEgress, validateEgressRules } from '../../src/network/egress.js';
+import {
+  MAX_EGRESS_ENTRIES,
+  normalizeEgressEntry,
+  sameEgress,
+  validateEgressRules,
+} from '../../src/network/egress.js';
 import { NetworkError } from '../../src/network/errors.js';
 
 function errorOf(fn: () => unknown): NetworkError {
@@ -42,7 +47,11 @@ describe('validateEgressRules', () => {
   it('fills defaults and de-duplicates', () => {
     expect(validateEgressRules({})).toEqual({ allowInternet: true, allowOut: [], denyOut: [] });
     expect(
-      validateEgressRules({ allowInternet: false, allowOut: ['1.2.3.4', '1.2.3.4/32'], denyOut: ['5.6.7.0/24'] }),
+      validateEgressRules({
+        allowInternet: false,
+        allowOut: ['1.2.3.4', '1.2.3.4/32'],
+        denyOut: ['5.6.7.0/24'],
+      }),
     ).toEqual({ allowInternet: false, allowOut: ['1.2.3.4/32'], denyOut: ['5.6.7.0/24'] });
   });
 
@@ -51,7 +60,9 @@ describe('validateEgressRules', () => {
     expect(errorOf(() => validateEgressRules({ allowInternet: 'yes' })).message).toContain('allowInternet');
     expect(errorOf(() => validateEgressRules({ allowOut: '1.2.3.4' })).message).toContain('allowOut');
     const tooMany = Array.from({ length: MAX_EGRESS_ENTRIES + 1 }, (_, i) => `198.18.${i >> 8}.${i & 255}`);
-    expect(errorOf(() => validateEgressRules({ denyOut: tooMany })).message).toContain(`${MAX_EGRESS_ENTRIES}`);
+    expect(errorOf(() => validateEgressRules({ denyOut: tooMany })).message).toContain(
+      `${MAX_EGRESS_ENTRIES}`,
+    );
   });
 
   it('reports the first domain in either list', () => {

@@ -28,7 +28,17 @@ describe('parseIPv4 / formatIPv4', () => {
   });
 
   it('refuses anything that is not exactly four decimal octets', () => {
-    for (const text of ['', '1.2.3', '1.2.3.4.5', '256.0.0.1', '1.2.3.-1', '01.2.3.4', '1.2.3.4 ', 'a.b.c.d', '0x1.2.3.4']) {
+    for (const text of [
+      '',
+      '1.2.3',
+      '1.2.3.4.5',
+      '256.0.0.1',
+      '1.2.3.-1',
+      '01.2.3.4',
+      '1.2.3.4 ',
+      'a.b.c.d',
+      '0x1.2.3.4',
+    ]) {
       expect(parseIPv4(text), text).toBeUndefined();
     }
   });

@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { NetworkError } from '../../src/network/errors.js';
-import { chainNames, indexLimitForTag, resourcePrefixes, slotNames, validateNodeTag } from '../../src/network/naming.js';
+import {
+  chainNames,
+  indexLimitForTag,
+  resourcePrefixes,
+  slotNames,
+  validateNodeTag,
+} from '../../src/network/naming.js';
 
 describe('names', () => {
   it('derives every name of a slot from the tag and index', () => {
@@ -10,7 +16,11 @@ describe('names', () => {
       sandboxNsPath: '/run/netns/aenv-n0-s7',
       hostVeth: 'ae-n0-7',
     });
-    expect(chainNames('n0')).toEqual({ forward: 'AENV-n0-FWD', input: 'AENV-n0-IN', postrouting: 'AENV-n0-NAT' });
+    expect(chainNames('n0')).toEqual({
+      forward: 'AENV-n0-FWD',
+      input: 'AENV-n0-IN',
+      postrouting: 'AENV-n0-NAT',
+    });
   });
 
   it('keeps interface names within 15 characters up to the index limit', () => {

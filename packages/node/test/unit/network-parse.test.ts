@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { parseIptablesFlavour, parseLinkNames, parseNetnsList, parseUsedPrefixes } from '../../src/network/parse.js';
+import {
+  parseIptablesFlavour,
+  parseLinkNames,
+  parseNetnsList,
+  parseUsedPrefixes,
+} from '../../src/network/parse.js';
 
 describe('output parsers', () => {
   it('reads ip netns list with and without ids', () => {

@@ -30,8 +30,14 @@ describe('router rules', () => {
       '-A EGRESS -d 203.0.113.0/24 -j ACCEPT',
       '-A EGRESS -j REJECT --reject-with icmp-admin-prohibited',
     ]);
-    const open = renderRestore([routerFilterTable({ ...router, egress: { allowInternet: true, allowOut: [], denyOut: [] } })]);
-    expect(lines(open).filter((line) => line.startsWith('-A EGRESS')).at(-1)).toBe('-A EGRESS -j ACCEPT');
+    const open = renderRestore([
+      routerFilterTable({ ...router, egress: { allowInternet: true, allowOut: [], denyOut: [] } }),
+    ]);
+    expect(
+      lines(open)
+        .filter((line) => line.startsWith('-A EGRESS'))
+        .at(-1),
+    ).toBe('-A EGRESS -j ACCEPT');
   });
 
   it('drops by default and lets replies and the DNATed inbound path through first', () => {

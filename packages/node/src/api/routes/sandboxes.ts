@@ -28,7 +28,8 @@ export interface SandboxRoutesOptions {
 export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, opts) => {
   const { orchestrator: orch, domain } = opts;
 
-  const create = async (body: Static<typeof CreateSandboxBody>) => {
+  // v2 creates are always secured (the SDK marks `secure` deprecated and ignores it); v1 asks.
+  const create = async (body: Static<typeof CreateSandboxBody>, alwaysSecure: boolean) => {
     if (body.timeout === 0) throw invalid('timeout must be at least 1 second');
     const egress = validateEgress({
       allowInternet: body.allow_internet_access ?? true,
@@ -42,14 +43,14 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
       envVars: body.envVars ?? {},
       autoPause: body.autoPause ?? true,
       autoResume: body.autoResume?.enabled ?? false,
-      secure: body.secure ?? false,
+      secure: alwaysSecure || (body.secure ?? false),
       egress,
       allowPublicTraffic: body.network?.allowPublicTraffic ?? true,
     });
   };
   for (const url of ['/sandboxes', '/v2/sandboxes']) {
     app.post(url, { schema: { body: CreateSandboxBody } }, async (req, reply) => {
-      const rec = await create(req.body);
+      const rec = await create(req.body, url.startsWith('/v2/'));
       return reply.status(201).header('x-agentenv-sandbox-id', rec.sandboxId).send(sandboxBody(rec, domain));
     });
   }

@@ -1,0 +1,239 @@
+import { request } from 'node:http';
+import { CommandExitError, Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  cleanSandboxes,
+  DOMAIN,
+  PORT,
+  removeState,
+  startServer,
+  type TestServer,
+  useSdkEnv,
+} from './server-fixture.js';
+
+let server: TestServer;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  removeState();
+  server = await startServer();
+  useSdkEnv();
+  // The first create waits for the base template (built once per machine).
+  const warm = await Sandbox.create({ timeoutMs: 60_000 });
+  await warm.kill();
+});
+
+afterAll(async () => {
+  await cleanSandboxes().catch(() => undefined);
+  await server?.stop();
+  removeState();
+});
+
+/** GET through the node's proxy with a `{port}-{id}.{domain}` Host, as a browser would. */
+function getViaHost(host: string, path = '/'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: PORT, path, headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+describe('the E2B SDK against aenv-server', () => {
+  it('creates a base sandbox and uses commands, files and a pty in it', async () => {
+    const sbx = await Sandbox.create({ metadata: { suite: 'sdk' } });
+    try {
+      const who = await sbx.commands.run('whoami; echo $E2B_SANDBOX_ID');
+      expect(who.stdout).toBe(`user\n${sbx.sandboxId}\n`);
+      const tools = await sbx.commands.run(
+        'python --version && python3 -c "print(6*7)" && git --version && curl --version >/dev/null && node -e "console.log(1)"',
+      );
+      expect(tools.stdout).toMatch(/Python 3[\s\S]*42\ngit version [\s\S]*1\n$/);
+      await expect(sbx.commands.run('exit 4')).rejects.toBeInstanceOf(CommandExitError);
+
+      await sbx.files.write('notes/a.txt', 'alpha');
+      expect(await sbx.files.read('/home/user/notes/a.txt')).toBe('alpha');
+      expect((await sbx.files.list('notes')).map((e) => e.name)).toEqual(['a.txt']);
+      expect((await sbx.files.getInfo('notes/a.txt')).owner).toBe('user');
+
+      let screen = '';
+      const term = await sbx.pty.create({
+        cols: 100,
+        rows: 30,
+        onData: (d) => void (screen += new TextDecoder().decode(d)),
+      });
+      await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "cols=$(tput cols)"\n'));
+      for (let i = 0; i < 100 && !/cols=100/.test(screen); i++) await sleep(50);
+      expect(screen).toMatch(/cols=100/);
+      await sbx.pty.kill(term.pid);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it('lists with metadata filters and pagination, and reports info', async () => {
+    const tag = `t${Date.now()}`;
+    const made = await Promise.all([1, 2, 3].map((i) => Sandbox.create({ metadata: { tag, i: String(i) } })));
+    try {
+      const info = await made[0]!.getInfo();
+      expect(info).toMatchObject({
+        sandboxId: made[0]!.sandboxId,
+        templateId: 'base',
+        state: 'running',
+        metadata: { tag, i: '1' },
+      });
+      expect(info.endAt.getTime()).toBeGreaterThan(Date.now());
+
+      const one = await Sandbox.list({ query: { metadata: { tag, i: '2' } } }).nextItems();
+      expect(one.map((s) => s.sandboxId)).toEqual([made[1]!.sandboxId]);
+
+      const pager = Sandbox.list({ query: { metadata: { tag } }, limit: 2 });
+      const first = await pager.nextItems();
+      expect(first).toHaveLength(2);
+      expect(pager.hasNext).toBe(true);
+      const second = await pager.nextItems();
+      expect(second).toHaveLength(1);
+      expect(pager.hasNext).toBe(false);
+      expect(new Set([...first, ...second].map((s) => s.sandboxId))).toEqual(
+        new Set(made.map((s) => s.sandboxId)),
+      );
+
+      await made[2]!.setTimeout(3_600_000);
+      expect((await made[2]!.getInfo()).endAt.getTime()).toBeGreaterThan(Date.now() + 3_000_000);
+    } finally {
+      await Promise.all(made.map((s) => s.kill()));
+    }
+  });
+
+  it('pauses and resumes with memory and files intact', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      await sbx.files.write('/home/user/state.txt', 'kept');
+      await sbx.commands.run('n=0; while true; do n=$((n+1)); echo $n > /tmp/n; sleep 0.1; done', {
+        background: true,
+        timeoutMs: 0,
+      });
+      await sleep(500);
+      const before = Number((await sbx.commands.run('cat /tmp/n')).stdout);
+      expect(await sbx.pause()).toBe(true);
+      expect(await sbx.isRunning()).toBe(false);
+      const listed = await Sandbox.list({ query: { state: ['paused'] } }).nextItems();
+      expect(listed.map((s) => s.sandboxId)).toContain(sbx.sandboxId);
+      expect((await api('POST', `/sandboxes/${sbx.sandboxId}/pause`)).status).toBe(409);
+
+      const again = await Sandbox.connect(sbx.sandboxId);
+      expect(await again.isRunning()).toBe(true);
+      expect(await again.files.read('state.txt')).toBe('kept');
+      const at = Number((await again.commands.run('cat /tmp/n')).stdout);
+      expect(at).toBeGreaterThanOrEqual(before);
+      await sleep(400);
+      expect(Number((await again.commands.run('cat /tmp/n')).stdout)).toBeGreaterThan(at);
+    } finally {
+      await sbx.kill();
+    }
+    expect(await sbx.isRunning()).toBe(false);
+    expect(await Sandbox.kill(sbx.sandboxId)).toBe(false);
+  });
+
+  it('returns metrics samples', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      const m = await sbx.getMetrics();
+      expect(m.length).toBeGreaterThan(0);
+      expect(m[0]).toMatchObject({
+        cpuCount: expect.any(Number),
+        memTotal: expect.any(Number),
+        memUsed: expect.any(Number),
+      });
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it('makes a secure sandbox reject a wrong envd token', async () => {
+    const sbx = await Sandbox.create({ secure: true });
+    try {
+      expect((await sbx.commands.run('echo ok')).stdout).toBe('ok\n');
+      const info = await api('GET', `/sandboxes/${sbx.sandboxId}`);
+      expect(info.json.envdAccessToken).toMatch(/^[0-9a-f]{64}$/);
+      const wrong = await fetch(`http://127.0.0.1:${PORT}/process.Process/List`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'e2b-sandbox-id': sbx.sandboxId,
+          'e2b-sandbox-port': '49983',
+          'x-access-token': 'nope',
+        },
+        body: '{}',
+      });
+      expect(wrong.status).toBe(401);
+      const none = await fetch(`http://127.0.0.1:${PORT}/envs`, {
+        headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '49983' },
+      });
+      expect(none.status).toBe(401);
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it('reaches an HTTP server in the sandbox through getHost and the proxy', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      await sbx.files.write('/home/user/www/index.html', 'hello from the sandbox');
+      await sbx.commands.run('cd /home/user/www && python3 -m http.server 8080', {
+        background: true,
+        timeoutMs: 0,
+      });
+      const host = sbx.getHost(8080);
+      expect(host).toBe(`8080-${sbx.sandboxId}.${DOMAIN}`);
+      let r = { status: 0, body: '' };
+      for (let i = 0; i < 50; i++) {
+        r = await getViaHost(host, '/index.html');
+        if (r.status === 200) break;
+        await sleep(100);
+      }
+      expect(r).toEqual({ status: 200, body: 'hello from the sandbox' });
+      const viaHeaders = await fetch(`http://127.0.0.1:${PORT}/index.html`, {
+        headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8080' },
+      });
+      expect(await viaHeaders.text()).toBe('hello from the sandbox');
+      const native = await fetch(`http://127.0.0.1:${PORT}/proxy/${sbx.sandboxId}/8080/index.html`);
+      expect(await native.text()).toBe('hello from the sandbox');
+      const unknown = await getViaHost(`8080-nosuchsandbox0000000.${DOMAIN}`);
+      expect(unknown.status).toBe(502);
+      expect(JSON.parse(unknown.body)).toMatchObject({ code: 502, message: 'The sandbox was not found' });
+    } finally {
+      await sbx.kill();
+    }
+  });
+});
+
+describe('TTL', () => {
+  it('pauses a sandbox whose timeout passed, or kills it with autoPause off', async () => {
+    const paused = await Sandbox.create({ timeoutMs: 5_000 });
+    const killed = await Sandbox.create({ timeoutMs: 5_000, lifecycle: { onTimeout: 'kill' } });
+    try {
+      const deadline = Date.now() + 12_000;
+      let a = '';
+      let b: number | undefined;
+      while (Date.now() < deadline) {
+        a = (await api('GET', `/sandboxes/${paused.sandboxId}`)).json?.state as string;
+        b = (await api('GET', `/sandboxes/${killed.sandboxId}`)).status;
+        if (a === 'paused' && b === 404) break;
+        await sleep(500);
+      }
+      expect(a).toBe('paused');
+      expect(b).toBe(404);
+      // Paused sandboxes never expire.
+      await sleep(1500);
+      expect((await api('GET', `/sandboxes/${paused.sandboxId}`)).json?.state).toBe('paused');
+    } finally {
+      await paused.kill();
+      await killed.kill().catch(() => undefined);
+    }
+  });
+});

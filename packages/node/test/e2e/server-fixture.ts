@@ -1,0 +1,113 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const SERVER = fileURLToPath(new URL('../../bin/aenv-server.js', import.meta.url));
+
+/**
+ * A persistent home so the base template (a Debian root filesystem and its ready-state capture)
+ * is built once per machine, not per test run; sandbox state in it is removed by the tests.
+ */
+export const TEST_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
+export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);
+export const PORT = 18000;
+export const URL_BASE = `http://127.0.0.1:${PORT}`;
+export const DOMAIN = 'aenv.test';
+
+export interface TestServer {
+  child: ChildProcess;
+  output(): string;
+  /** SIGTERM (pauses running sandboxes) or SIGKILL (a crash). */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+}
+
+/** Starts aenv-server on 127.0.0.1:18000 with its own network tag and range, and waits for /health. */
+export async function startServer(env: Record<string, string> = {}): Promise<TestServer> {
+  let out = '';
+  const child = spawn(process.execPath, [SERVER], {
+    env: {
+      ...process.env,
+      API_ADDR: `127.0.0.1:${PORT}`,
+      AENV_HOME_PATH: TEST_HOME,
+      AENV_RUNTIME_PATH: '/run/aenv-e2e',
+      AENV_API_KEY: API_KEY,
+      AENV_NETWORK_NODE_TAG: 'e2e',
+      AENV_NETWORK_HOST_RANGE: '10.203.0.0/16',
+      AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
+      AENV_POOL_SIZE: '2',
+      AENV_LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`aenv-server exited with ${child.exitCode}:\n${out}`);
+    const ok = await fetch(`${URL_BASE}/health`).then(
+      (r) => r.status === 204,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`aenv-server did not answer /health in 60 s:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    output: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+/** Points the E2B SDK at the test server, as a user following the README would. */
+export function useSdkEnv(): void {
+  process.env.E2B_API_URL = URL_BASE;
+  process.env.E2B_SANDBOX_URL = URL_BASE;
+  process.env.E2B_API_KEY = API_KEY;
+  delete process.env.E2B_DEBUG;
+}
+
+export async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
+  const r = await fetch(`${URL_BASE}${path}`, {
+    method,
+    headers: {
+      'x-api-key': API_KEY,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = text;
+  }
+  return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
+}
+
+/** Kills every sandbox the server knows and removes its record database. */
+export async function cleanSandboxes(): Promise<void> {
+  const list = await api('GET', '/v2/sandboxes?limit=100');
+  if (Array.isArray(list.json)) {
+    await Promise.all(
+      list.json.map((s) => api('DELETE', `/sandboxes/${(s as { sandboxID: string }).sandboxID}`)),
+    );
+  }
+}
+
+export function removeState(): void {
+  rmSync(`${TEST_HOME}/state`, { recursive: true, force: true });
+  rmSync(`${TEST_HOME}/captures`, { recursive: true, force: true });
+}
