@@ -3,7 +3,8 @@
  * any Linux root filesystem (glibc, musl, busybox, with or without Node.js). It holds envd bundled
  * into one file, this machine's node binary, the native packages envd depends on, every shared
  * library those need and the dynamic loader, which is started directly so nothing comes from the
- * root filesystem. See the "Tools bundle" section of packages/envd/README.md.
+ * root filesystem, plus the `sudo` client that runs commands through envd. See the "Tools bundle"
+ * section of packages/envd/README.md.
  *
  *   tsx scripts/build-tools-bundle.ts [--out DIR]      (npm run bundle -w @agentenv/envd)
  */
@@ -17,6 +18,8 @@ import { build } from 'esbuild';
 
 const ENVD_DIR = fileURLToPath(new URL('..', import.meta.url));
 export const DEFAULT_OUT = path.join(ENVD_DIR, 'dist-tools');
+/** Where sandboxes mount the bundle; the sudo launcher's fallback when it cannot resolve itself. */
+const TOOLS_MOUNT = '/opt/aenv-tools';
 
 export interface ToolsBundleOptions {
   /** Where the bundle lands; replaced as a whole. Default: packages/envd/dist-tools. */
@@ -35,6 +38,8 @@ export interface BundleEntry {
   node: string;
   script: string;
   launcher: string;
+  /** The sudo client (src/sudo/client.ts) and its launcher, which sandboxes link into PATH. */
+  sudo: { script: string; launcher: string };
 }
 
 export interface ToolsManifest {
@@ -202,8 +207,8 @@ function sharedLibraries(elves: string[]): SharedLibraries {
   return { libs, loader };
 }
 
-/** Bundles envd into one ESM file; native packages stay external, loaded from node_modules. */
-async function bundleEnvd(entry: string, outFile: string, external: string[]): Promise<void> {
+/** Bundles a program into one ESM file; native packages stay external, loaded from node_modules. */
+async function bundleScript(entry: string, outFile: string, external: string[]): Promise<void> {
   await build({
     entryPoints: [entry],
     outfile: outFile,
@@ -240,6 +245,21 @@ exec "$dir/${entry.loader}" --library-path "$dir/${entry.libraryPath}" "$dir/${e
 `;
 }
 
+/**
+ * The sudo launcher. It is reached through a symlink in PATH (/usr/local/bin/sudo), so it finds
+ * the bundle from its resolved path (readlink -f, when the image has it), else at the usual
+ * mount point.
+ */
+function sudoLauncherScript(entry: BundleEntry): string {
+  return `#!/bin/sh
+# sudo for AgentENV sandboxes: envd (root) runs the command, as gVisor forbids setuid programs.
+self=$(readlink -f "$0" 2>/dev/null) || self=$0
+case "$self" in */*) dir=$(cd "\${self%/*}/.." 2>/dev/null && pwd -P) ;; *) dir= ;; esac
+[ -f "$dir/${entry.sudo.script}" ] || dir=${TOOLS_MOUNT}
+exec "$dir/${entry.loader}" --library-path "$dir/${entry.libraryPath}" "$dir/${entry.node}" "$dir/${entry.sudo.script}" "$@"
+`;
+}
+
 function sha256File(file: string): string {
   return createHash('sha256').update(fs.readFileSync(file)).digest('hex');
 }
@@ -270,7 +290,8 @@ function copyExecutable(from: string, to: string): void {
 /** Fills `dir` (empty) with the bundle; returns its manifest. */
 async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest> {
   const native = nativePackages();
-  await bundleEnvd(entryPoint, path.join(dir, 'envd.mjs'), [...native.keys()]);
+  await bundleScript(entryPoint, path.join(dir, 'envd.mjs'), [...native.keys()]);
+  await bundleScript(path.join(ENVD_DIR, 'src', 'sudo', 'client.ts'), path.join(dir, 'sudo.mjs'), []);
   const node = path.join(dir, 'bin', 'node');
   copyExecutable(fs.realpathSync(process.execPath), node);
 
@@ -285,8 +306,10 @@ async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest>
     node: 'bin/node',
     script: 'envd.mjs',
     launcher: 'bin/envd',
+    sudo: { script: 'sudo.mjs', launcher: 'bin/sudo' },
   };
   fs.writeFileSync(path.join(dir, entry.launcher), launcherScript(entry), { mode: 0o755 });
+  fs.writeFileSync(path.join(dir, entry.sudo.launcher), sudoLauncherScript(entry), { mode: 0o755 });
 
   const { files, contentHash } = describeFiles(dir);
   const manifest: ToolsManifest = {

@@ -1,11 +1,14 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
 import { startEnvd } from './server.js';
+import { DEFAULT_SUDO_SOCKET } from './sudo/protocol.js';
 
 const USAGE = `usage: aenv-envd [--port 49983] [--host 0.0.0.0] [--default-user root]
+                 [--sudo-socket ${DEFAULT_SUDO_SOCKET} | --no-sudo]
 
 The AgentENV in-sandbox daemon: process, terminal and filesystem services over the E2B envd
-protocol (Connect RPC) plus /health, /files, /init, /envs and /metrics.`;
+protocol (Connect RPC) plus /health, /files, /init, /envs and /metrics, and the service the
+tools bundle's sudo runs commands through (on a Unix socket; --no-sudo turns it off).`;
 
 function parsePort(v: string): number {
   const n = Number(v);
@@ -21,6 +24,8 @@ const { values } = parseArgs({
     port: { type: 'string', default: '49983' },
     host: { type: 'string', default: '0.0.0.0' },
     'default-user': { type: 'string', default: 'root' },
+    'sudo-socket': { type: 'string', default: DEFAULT_SUDO_SOCKET },
+    'no-sudo': { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
   strict: true,
@@ -35,6 +40,7 @@ const envd = await startEnvd({
   port: parsePort(values.port),
   host: values.host,
   defaultUser: values['default-user'],
+  ...(values['no-sudo'] ? {} : { sudoSocket: values['sudo-socket'] }),
   logger,
 });
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

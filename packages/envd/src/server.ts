@@ -12,12 +12,15 @@ import { SystemMetrics } from './metrics.js';
 import { ProcessManager } from './process/manager.js';
 import { processService } from './process/service.js';
 import { EnvdState } from './state.js';
+import { startSudoService, type SudoService } from './sudo/service.js';
 
 export interface EnvdOptions {
   port: number;
   host?: string;
   /** The user requests run as when they name none and /init has not set one. */
   defaultUser?: string;
+  /** The Unix socket of the sudo service (see src/sudo/service.ts); none when omitted. */
+  sudoSocket?: string;
   logger: Logger;
 }
 
@@ -26,6 +29,8 @@ export interface RunningEnvd {
   port: number;
   state: EnvdState;
   processes: ProcessManager;
+  /** Undefined when not asked for, or when it could not start (envd runs without it). */
+  sudo: SudoService | undefined;
   close(): Promise<void>;
 }
 
@@ -81,9 +86,23 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
   server.headersTimeout = 60_000;
   server.keepAliveTimeout = 75_000;
 
+  // Up before /health answers, so the first command of a sandbox can already use sudo.
+  let sudo: SudoService | undefined;
+  if (opts.sudoSocket) {
+    sudo = await startSudoService({ socketPath: opts.sudoSocket, state, logger: opts.logger }).catch(
+      (err: unknown) => {
+        opts.logger.warn({ err, socket: opts.sudoSocket }, 'sudo service not started');
+        return undefined;
+      },
+    );
+  }
+
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
+  }).catch(async (err: unknown) => {
+    await sudo?.close();
+    throw err;
   });
   const port = (server.address() as AddressInfo).port;
   opts.logger.info({ port }, 'envd listening');
@@ -93,8 +112,10 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     port,
     state,
     processes,
+    sudo,
     async close() {
       processes.killAll();
+      await sudo?.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

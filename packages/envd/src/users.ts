@@ -24,15 +24,31 @@ export function parsePasswd(text: string): SystemUser[] {
   return users;
 }
 
-/** Parses /etc/group text into gid → name. */
-export function parseGroup(text: string): Map<number, string> {
-  const groups = new Map<number, string>();
+export interface SystemGroup {
+  name: string;
+  gid: number;
+  /** The user names listed in the group's fourth field (not users whose primary group it is). */
+  members: string[];
+}
+
+/** Parses /etc/group text; malformed lines are skipped. */
+export function parseGroups(text: string): SystemGroup[] {
+  const groups: SystemGroup[] = [];
   for (const line of text.split('\n')) {
     const f = line.split(':');
     if (f.length < 3) continue;
     const gid = Number(f[2]);
-    if (Number.isInteger(gid) && !groups.has(gid)) groups.set(gid, f[0]!);
+    if (!Number.isInteger(gid)) continue;
+    const members = (f[3] ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+    groups.push({ name: f[0]!, gid, members });
   }
+  return groups;
+}
+
+/** Parses /etc/group text into gid → name (the first name of a gid wins). */
+export function parseGroup(text: string): Map<number, string> {
+  const groups = new Map<number, string>();
+  for (const g of parseGroups(text)) if (!groups.has(g.gid)) groups.set(g.gid, g.name);
   return groups;
 }
 
@@ -49,7 +65,7 @@ function readOr(path: string, fallback: string): string {
  * sandbox (useradd in a template build), and the files are small.
  */
 export class UserDatabase {
-  constructor(private readonly root = '/etc') {}
+  constructor(readonly root = '/etc') {}
 
   lookup(name: string): SystemUser {
     const user = parsePasswd(readOr(`${this.root}/passwd`, '')).find((u) => u.name === name);
@@ -61,6 +77,22 @@ export class UserDatabase {
     const user = parsePasswd(readOr(`${this.root}/passwd`, '')).find((u) => u.uid === uid);
     if (!user) throw notFound(`no user with uid ${uid}`);
     return user;
+  }
+
+  /** A group by name or `#gid`. */
+  group(nameOrId: string): SystemGroup {
+    const groups = parseGroups(readOr(`${this.root}/group`, ''));
+    const byId = /^#\d+$/.test(nameOrId) ? Number(nameOrId.slice(1)) : undefined;
+    const group = groups.find((g) => (byId !== undefined ? g.gid === byId : g.name === nameOrId));
+    if (!group) throw notFound(`unknown group ${nameOrId}`);
+    return group;
+  }
+
+  /** The groups `user` belongs to: its primary group and every group that lists it as a member. */
+  groupsOf(user: SystemUser): SystemGroup[] {
+    return parseGroups(readOr(`${this.root}/group`, '')).filter(
+      (g) => g.gid === user.gid || g.members.includes(user.name),
+    );
   }
 
   /** Owner and group names for stat results; unknown ids are shown as numbers, like ls does. */

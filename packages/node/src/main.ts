@@ -10,6 +10,7 @@ import { EnvdClient } from './orchestrator/envd-client.js';
 import { Orchestrator } from './orchestrator/orchestrator.js';
 import { loadOrCreateSecret, newApiKey } from './orchestrator/tokens.js';
 import { SandboxProxy } from './proxy/proxy.js';
+import { SandboxWarmPool } from './orchestrator/warm-pool.js';
 import { GvisorDriver } from './runtime/gvisor/driver.js';
 import { SandboxStore } from './store/sandbox-store.js';
 import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
@@ -31,17 +32,23 @@ async function main(): Promise<void> {
   );
 
   // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
+  // Per-node runtime dir and cgroup parent: two nodes on one machine never touch each other's.
+  // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
   const driver = new GvisorDriver({
     runtimeDir: path.join(config.runtimePath, config.network.nodeTag),
+    cgroupParent: `aenv-${config.network.nodeTag}`,
     netDisconnectOk: true,
   });
   const probe = await driver.probe();
   if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
+  // Sandboxes a crashed predecessor left running are released before anything new starts.
+  await driver.prepare();
   const network = await NetworkManager.create({
     nodeTag: config.network.nodeTag,
     hostRange: config.network.hostRange,
     alwaysDenied: config.network.alwaysDeniedCidrs,
-    poolSize: config.pool.size,
+    // Spare slots beyond the warm sandboxes' own, so resumes and cold creates rarely wait.
+    poolSize: config.pool.size + 2,
     logger,
   });
   const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
@@ -53,9 +60,10 @@ async function main(): Promise<void> {
     logger,
   });
 
+  const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
-    poolSizes: () => ({ network: network.stats().pooled }),
+    poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
   const orchestrator: Orchestrator = new Orchestrator({
     config,
@@ -68,6 +76,7 @@ async function main(): Promise<void> {
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
     observer: metrics,
+    pool,
   });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/schema.js';
 import type { NodeMetrics } from '../metrics/node-metrics.js';
@@ -57,7 +57,8 @@ export async function buildApp(
 
   const app = Fastify({
     loggerInstance: deps.logger,
-    disableRequestLogging: true,
+    // Request durations go to /metrics; per-request log lines would drown the node's own.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
     serverFactory,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },

@@ -3,6 +3,7 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
+import { DEFAULT_ALWAYS_DENIED } from '../network/config.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -47,14 +48,7 @@ export function defaults(env: Env): NodeConfig {
     pool: { size: 2 },
     sandboxProxy: { domains: [] },
     network: {
-      alwaysDeniedCidrs: [
-        '10.0.0.0/8',
-        '100.64.0.0/10',
-        '127.0.0.0/8',
-        '169.254.0.0/16',
-        '172.16.0.0/12',
-        '192.168.0.0/16',
-      ],
+      alwaysDeniedCidrs: [...DEFAULT_ALWAYS_DENIED],
       hostRange: '10.201.0.0/16',
       nodeTag: 'n0',
     },

@@ -70,7 +70,9 @@ export class LayerStore {
       }
     } catch (e) {
       if (e instanceof ImageBuildError) throw e;
-      throw new ImageBuildError(`building layer ${id} failed: ${(e as Error).message}`, undefined, { cause: e });
+      throw new ImageBuildError(`building layer ${id} failed: ${(e as Error).message}`, undefined, {
+        cause: e,
+      });
     } finally {
       await rm(tmp, { recursive: true, force: true });
     }

@@ -9,7 +9,12 @@ export interface RootfsRecipe {
   readonly variant: 'minbase' | 'apt' | 'essential';
   readonly architecture: string;
   readonly packages: readonly string[];
-  readonly user: { readonly name: string; readonly uid: number; readonly home: string; readonly shell: string };
+  readonly user: {
+    readonly name: string;
+    readonly uid: number;
+    readonly home: string;
+    readonly shell: string;
+  };
   readonly hostname: string;
 }
 

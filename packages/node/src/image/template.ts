@@ -2,7 +2,14 @@ import { cp, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promis
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readCapture } from '../runtime/capture.js';
-import type { Capture, InitProcess, ReadOnlyMount, Resources, RuntimeDriver, SandboxNet } from '../runtime/driver.js';
+import type {
+  Capture,
+  InitProcess,
+  ReadOnlyMount,
+  Resources,
+  RuntimeDriver,
+  SandboxNet,
+} from '../runtime/driver.js';
 import { ImageBuildError } from './errors.js';
 import { LayerStore } from './layer-store.js';
 import { silentLog, type Log } from './log.js';
@@ -58,7 +65,11 @@ export async function ensureTemplate(opts: EnsureTemplateOptions): Promise<Templ
   const tools = await loadToolsBundle(opts.toolsDir);
   const recipe = opts.recipe ?? BASE_RECIPE;
   const rootfsId = recipeHash(recipe);
-  const key = readyStateKey({ rootfs: rootfsId, tools: tools.hash, runtime: `${opts.driver.name}@${probe.version}` });
+  const key = readyStateKey({
+    rootfs: rootfsId,
+    tools: tools.hash,
+    runtime: `${opts.driver.name}@${probe.version}`,
+  });
   const existing = inFlight.get(key);
   if (existing) return existing;
   const p = build(opts, recipe, rootfsId, key, tools).finally(() => inFlight.delete(key));
@@ -85,7 +96,9 @@ async function build(
   if (!(await layers.has(rootfsId))) {
     log.info(`template ${name}: building root filesystem ${rootfsId.slice(0, 12)} (takes a minute or two)`);
     const t = Date.now();
-    await layers.ensure(rootfsId, { kind: 'mmdebstrap', recipe }, (target) => buildDebianRootfs(recipe, target, log));
+    await layers.ensure(rootfsId, { kind: 'mmdebstrap', recipe }, (target) =>
+      buildDebianRootfs(recipe, target, log),
+    );
     rootfsMs = Date.now() - t;
   }
   // Captures name host paths; a private immutable copy keeps them valid when dist-tools is rebuilt.
@@ -113,25 +126,37 @@ async function build(
     })
     .catch(async (e: unknown) => {
       await rm(tmp, { recursive: true, force: true });
-      throw new ImageBuildError(`template ${name}: the boot sandbox failed: ${(e as Error).message}`, undefined, {
-        cause: e,
-      });
+      throw new ImageBuildError(
+        `template ${name}: the boot sandbox failed: ${(e as Error).message}`,
+        undefined,
+        {
+          cause: e,
+        },
+      );
     });
   try {
     log.info(`template ${name}: envd healthy after ${Date.now() - t} ms; checkpointing`);
     await opts.driver.checkpoint(handle, { dir: join(tmp, CAPTURE_DIR), leaveRunning: false });
     await writeFile(
       join(tmp, TEMPLATE_FILE),
-      JSON.stringify({ name, key, layers: [rootfs], mounts, init, envdPort: ENVD_PORT, defaultUser: recipe.user.name }, null, 2),
+      JSON.stringify(
+        { name, key, layers: [rootfs], mounts, init, envdPort: ENVD_PORT, defaultUser: recipe.user.name },
+        null,
+        2,
+      ),
     );
     await mkdir(join(opts.home, 'templates'), { recursive: true });
     await rename(tmp, dir).catch(async (e: NodeJS.ErrnoException) => {
       if (e.code !== 'ENOTEMPTY' && e.code !== 'EEXIST') throw e;
     });
   } catch (e) {
-    throw new ImageBuildError(`template ${name}: capturing the ready state failed: ${(e as Error).message}`, undefined, {
-      cause: e,
-    });
+    throw new ImageBuildError(
+      `template ${name}: capturing the ready state failed: ${(e as Error).message}`,
+      undefined,
+      {
+        cause: e,
+      },
+    );
   } finally {
     await opts.driver.kill(handle).catch(() => undefined);
     await rm(tmp, { recursive: true, force: true });
@@ -145,12 +170,24 @@ async function build(
 
 /** A committed template, or null if absent or damaged (it is then rebuilt). */
 async function loadTemplate(dir: string): Promise<Template | null> {
-  if (!(await stat(join(dir, TEMPLATE_FILE)).then(() => true, () => false))) return null;
+  if (
+    !(await stat(join(dir, TEMPLATE_FILE)).then(
+      () => true,
+      () => false,
+    ))
+  )
+    return null;
   try {
     const t = JSON.parse(await readFile(join(dir, TEMPLATE_FILE), 'utf8')) as Omit<Template, 'capture'>;
     const capture = await readCapture(join(dir, CAPTURE_DIR));
     for (const p of [...t.layers, ...t.mounts.map((m) => m.hostPath)]) {
-      if (!(await stat(p).then(() => true, () => false))) throw new Error(`missing ${p}`);
+      if (
+        !(await stat(p).then(
+          () => true,
+          () => false,
+        ))
+      )
+        throw new Error(`missing ${p}`);
     }
     return { ...t, capture };
   } catch {

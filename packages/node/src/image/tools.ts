@@ -29,7 +29,12 @@ export async function loadToolsBundle(dir: string): Promise<ToolsBundle> {
     throw new ImageBuildError(`${dir}/manifest.json has no contentHash`);
   }
   const launcher = typeof manifest.entry?.launcher === 'string' ? manifest.entry.launcher : 'bin/envd';
-  if (!(await stat(join(dir, launcher)).then((s) => s.isFile(), () => false))) {
+  if (
+    !(await stat(join(dir, launcher)).then(
+      (s) => s.isFile(),
+      () => false,
+    ))
+  ) {
     throw new ImageBuildError(`tools bundle ${dir} lacks its launcher ${launcher}`);
   }
   return { dir, hash: manifest.contentHash, launcher };

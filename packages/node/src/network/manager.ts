@@ -107,7 +107,6 @@ export class NetworkManager {
         if (!sameEgress(slot.egress, rules)) await slot.applyEgress(rules);
         this.#assertOpen();
       } catch (error) {
-        this.#slots.delete(slot);
         await this.#discard(slot).catch(() => undefined);
         throw error;
       }
@@ -125,7 +124,6 @@ export class NetworkManager {
   async release(slot: NetSlot): Promise<void> {
     const managed = this.#own(slot);
     if (managed.released) return;
-    this.#slots.delete(managed);
     await this.#discard(managed);
     this.#pool.fill();
   }

@@ -16,6 +16,7 @@ import { isTransient, transitionFor, type Operation, type SandboxState } from '.
 import { envdAccessToken, trafficAccessToken } from './tokens.js';
 import { SandboxLogs } from './sandbox-logs.js';
 import type { LifecycleObserver } from './observer.js';
+import type { SandboxWarmPool } from './warm-pool.js';
 
 export interface CreateSandboxInput {
   templateId: string;
@@ -41,6 +42,8 @@ export interface OrchestratorDeps {
   /** Where paused sandboxes' captures live (durable, under $AENV_HOME). */
   capturesDir: string;
   observer: LifecycleObserver;
+  /** Restored sandboxes waiting for a create; absent or size 0 disables it. */
+  pool?: SandboxWarmPool;
 }
 
 interface Live {
@@ -184,12 +187,18 @@ export class Orchestrator {
       let slot: NetSlot | undefined;
       let handle: SandboxHandle | undefined;
       try {
-        slot = await this.d.slots.acquire(rec.egress);
-        handle = await this.d.driver.restore({
-          capture: template.capture,
-          resources: template.defaults,
-          net: slot,
-        });
+        const pooled = this.d.pool?.take(template);
+        if (pooled) {
+          ({ slot, handle } = pooled);
+          await this.d.slots.setEgress(slot, rec.egress);
+        } else {
+          slot = await this.d.slots.acquire(rec.egress);
+          handle = await this.d.driver.restore({
+            capture: template.capture,
+            resources: template.defaults,
+            net: slot,
+          });
+        }
         await this.d.envd.init(slot.hostAddress, handle.envdPort, {
           envVars: {
             ...rec.envVars,
@@ -402,6 +411,12 @@ export class Orchestrator {
   }
 
   private async onRuntimeExit(runtimeId: string, reason: string): Promise<void> {
+    const pooled = this.d.pool?.forget(runtimeId);
+    if (pooled) {
+      await this.d.slots.release(pooled.slot).catch(() => undefined);
+      this.d.logger.warn({ reason }, 'a pooled sandbox died');
+      return;
+    }
     for (const [id, live] of this.live) {
       if (live.handle.id !== runtimeId) continue;
       this.live.delete(id);
@@ -441,6 +456,7 @@ export class Orchestrator {
     this.shuttingDown = true;
     if (this.ttlTimer) clearInterval(this.ttlTimer);
     const running = this.d.store.all().filter((r) => r.state === 'running');
+    await this.d.pool?.close();
     await runLimited(running, 4, (r) =>
       this.pause(r.sandboxId).catch((err) =>
         this.d.logger.error({ err, sandboxId: r.sandboxId }, 'pause at shutdown failed'),

@@ -30,25 +30,41 @@ export function parseCaptureMeta(value: unknown): CaptureMeta {
     if (typeof value[k] !== 'string' || !value[k]) bad(`missing ${k}`);
   }
   const r = value.resources;
-  if (!isObject(r) || !isPositiveNumber(r.cpuCount) || !isPositiveNumber(r.memoryMB) || !isPositiveNumber(r.diskSizeMB)) {
+  if (
+    !isObject(r) ||
+    !isPositiveNumber(r.cpuCount) ||
+    !isPositiveNumber(r.memoryMB) ||
+    !isPositiveNumber(r.diskSizeMB)
+  ) {
     bad('bad resources');
   }
-  if (!Array.isArray(value.layers) || value.layers.length === 0 || !value.layers.every((l) => typeof l === 'string')) {
+  if (
+    !Array.isArray(value.layers) ||
+    value.layers.length === 0 ||
+    !value.layers.every((l) => typeof l === 'string')
+  ) {
     bad('bad layers');
   }
   const mounts = value.mounts;
-  if (!Array.isArray(mounts) || !mounts.every((m) => isObject(m) && typeof m.hostPath === 'string' && typeof m.sandboxPath === 'string')) {
+  if (
+    !Array.isArray(mounts) ||
+    !mounts.every((m) => isObject(m) && typeof m.hostPath === 'string' && typeof m.sandboxPath === 'string')
+  ) {
     bad('bad mounts');
   }
   const init = value.init;
-  if (!isObject(init) || !Array.isArray(init.args) || !init.args.every((a) => typeof a === 'string')) bad('bad init');
+  if (!isObject(init) || !Array.isArray(init.args) || !init.args.every((a) => typeof a === 'string'))
+    bad('bad init');
   if (!Number.isInteger(value.envdPort)) bad('bad envdPort');
-  if (!isObject(value.settings) || !Object.values(value.settings).every((s) => typeof s === 'string')) bad('bad settings');
+  if (!isObject(value.settings) || !Object.values(value.settings).every((s) => typeof s === 'string'))
+    bad('bad settings');
   const files = value.files;
   if (
     !Array.isArray(files) ||
     files.length === 0 ||
-    !files.every((f) => isObject(f) && typeof f.name === 'string' && !f.name.includes('/') && Number.isInteger(f.bytes))
+    !files.every(
+      (f) => isObject(f) && typeof f.name === 'string' && !f.name.includes('/') && Number.isInteger(f.bytes),
+    )
   ) {
     bad('bad files');
   }
@@ -63,7 +79,9 @@ export async function readCapture(dir: string): Promise<Capture> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     throw new CaptureInvalidError(
-      code === 'ENOENT' ? `no capture at ${dir} (missing ${CAPTURE_META_FILE})` : `cannot read capture ${dir}: ${code}`,
+      code === 'ENOENT'
+        ? `no capture at ${dir} (missing ${CAPTURE_META_FILE})`
+        : `cannot read capture ${dir}: ${code}`,
     );
   }
   let parsed: unknown;

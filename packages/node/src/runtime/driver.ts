@@ -132,6 +132,11 @@ export interface RuntimeDriver {
   readonly name: string;
   /** Checks host prerequisites; never throws. */
   probe(): Promise<DriverAvailability>;
+  /**
+   * Readies the driver for work: checks prerequisites (throws when unusable) and releases what a
+   * previous process of the same node left behind. Idempotent; other operations call it too.
+   */
+  prepare(): Promise<void>;
   /** Boots a fresh sandbox and resolves once envd answers /health. */
   start(req: StartRequest): Promise<SandboxHandle>;
   /** Memory and filesystem captured at one instant. On failure the sandbox keeps running. */

@@ -10,8 +10,8 @@ import { promisify } from 'node:util';
 
 const exec = promisify(execFile);
 
-export const INTERNET_NS = 'aenvtest-inet';
-const INTERNET_VETH = 'aenvtest0';
+export const INTERNET_NS = 'aenvnettest-inet';
+const INTERNET_VETH = 'aenvnett0';
 export const INTERNET_ADDRESS = '203.0.113.1';
 /** The root namespace's address on the fake-internet link: a host address a sandbox must not reach. */
 export const INTERNET_ROOT_SIDE = '203.0.113.254';

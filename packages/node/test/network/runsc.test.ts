@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, open, readFile, rm, rmdir, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -140,6 +140,8 @@ describe.skipIf(skipReason !== undefined)('gVisor sandbox in a network slot', ()
     } finally {
       await internet?.close();
       if (bundle) await rm(bundle, { recursive: true, force: true });
+      // Only when empty: a container whose delete failed keeps its state (and stays findable).
+      await rmdir(RUNSC_ROOT).catch(() => undefined);
     }
   });
 

@@ -22,7 +22,15 @@ export function httpCall(
 ): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host, port, method, path, agent: false, headers: { ...headers, connection: 'keep-alive' }, timeout: timeoutMs },
+      {
+        host,
+        port,
+        method,
+        path,
+        agent: false,
+        headers: { ...headers, connection: 'keep-alive' },
+        timeout: timeoutMs,
+      },
       (res) => {
         // Taken now: once the response ends, the socket is detached from it.
         const socket = res.socket;
@@ -87,7 +95,7 @@ export class EnvdClient {
     let stdout = '';
     let stderr = '';
     let exitCode = -1;
-    for (let off = 0; off + 5 <= r.body.length; ) {
+    for (let off = 0; off + 5 <= r.body.length;) {
       const flags = r.body.readUInt8(off);
       const len = r.body.readUInt32BE(off + 1);
       const json = JSON.parse(r.body.subarray(off + 5, off + 5 + len).toString()) as {
@@ -109,7 +117,14 @@ export class EnvdClient {
 
   async upload(path: string, data: Buffer, user = 'root'): Promise<void> {
     const q = `path=${encodeURIComponent(path)}&username=${user}`;
-    const r = await httpCall(this.host, this.port, 'POST', `/files?${q}`, { 'content-type': 'application/octet-stream' }, data);
+    const r = await httpCall(
+      this.host,
+      this.port,
+      'POST',
+      `/files?${q}`,
+      { 'content-type': 'application/octet-stream' },
+      data,
+    );
     if (r.status !== 200) throw new Error(`upload ${path}: ${r.status} ${r.body.toString()}`);
   }
 

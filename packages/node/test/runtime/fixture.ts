@@ -13,7 +13,10 @@ export const TOOLS_DIR = `${REPO}packages/envd/dist-tools`;
 /** Builds envd's tools bundle when it is missing (a fresh clone). */
 export function ensureToolsBundle(): void {
   if (existsSync(`${TOOLS_DIR}/manifest.json`) && existsSync(`${TOOLS_DIR}/bin/envd`)) return;
-  execFileSync('npm', ['run', 'bundle', '-w', '@agentenv/envd'], { cwd: REPO, stdio: ['ignore', 'inherit', 'inherit'] });
+  execFileSync('npm', ['run', 'bundle', '-w', '@agentenv/envd'], {
+    cwd: REPO,
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
 }
 
 const log = {

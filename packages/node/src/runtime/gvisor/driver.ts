@@ -105,6 +105,7 @@ export class GvisorDriver implements RuntimeDriver {
   private readonly opts: Required<Omit<GvisorDriverOptions, 'runscPath'>> & { runscPath?: string };
   private host: GvisorHost | null = null;
   private hostPromise: Promise<GvisorHost | { problem: string }> | null = null;
+  private readyPromise: Promise<GvisorHost> | null = null;
   private readonly live = new Map<string, Live>();
   private readonly listeners = new Set<(e: SandboxExit) => void>();
   private monitor: NodeJS.Timeout | null = null;
@@ -134,7 +135,9 @@ export class GvisorDriver implements RuntimeDriver {
 
   async probe(): Promise<DriverAvailability> {
     const h = await this.inspect();
-    return 'problem' in h ? { available: false, reason: h.problem } : { available: true, version: h.runscVersion };
+    return 'problem' in h
+      ? { available: false, reason: h.problem }
+      : { available: true, version: h.runscVersion };
   }
 
   private inspect(): Promise<GvisorHost | { problem: string }> {
@@ -142,12 +145,22 @@ export class GvisorDriver implements RuntimeDriver {
     return this.hostPromise;
   }
 
-  /** Host facts, checked once; the first call also sweeps orphans and starts the crash monitor. */
-  private async ready(): Promise<GvisorHost> {
-    if (this.host) return this.host;
+  /**
+   * Host facts, checked once; the first call also sweeps orphans and starts the crash monitor.
+   * Every caller waits for that first call: a sandbox prepared while the sweep runs would look
+   * like an orphan to it.
+   */
+  private ready(): Promise<GvisorHost> {
+    this.readyPromise ??= this.initialize().catch((e: unknown) => {
+      this.readyPromise = null;
+      throw e;
+    });
+    return this.readyPromise;
+  }
+
+  private async initialize(): Promise<GvisorHost> {
     const h = await this.inspect();
     if ('problem' in h) throw new DriverUnavailableError(h.problem);
-    if (this.host) return this.host;
     this.host = h;
     await mkdir(this.runscRoot, { recursive: true, mode: 0o700 });
     await mkdir(join(this.opts.runtimeDir, 'sandboxes'), { recursive: true, mode: 0o700 });
@@ -157,6 +170,10 @@ export class GvisorDriver implements RuntimeDriver {
     return h;
   }
 
+  async prepare(): Promise<void> {
+    await this.ready();
+  }
+
   // ---------------------------------------------------------------- lifecycle
 
   async start(req: StartRequest): Promise<SandboxHandle> {
@@ -164,7 +181,7 @@ export class GvisorDriver implements RuntimeDriver {
     this.validate(req.resources, req.layers, req.mounts ?? [], req.envdPort);
     await this.checkPaths(req.layers, req.mounts ?? []);
     const hostname = req.hostname ?? DEFAULT_HOSTNAME;
-    const p = await this.prepare(req.layers, req.resources, req.net);
+    const p = await this.prepareBundle(req.layers, req.resources, req.net);
     try {
       await this.writeSpec(p, req.init, req.mounts ?? [], req.resources, req.net, hostname);
       await this.launch(host, p, ['run', '--bundle', p.bundle, '--detach', p.id], req.net, 'runsc run');
@@ -186,7 +203,8 @@ export class GvisorDriver implements RuntimeDriver {
 
   async restore(req: RestoreRequest): Promise<SandboxHandle> {
     const host = await this.ready();
-    const capture = typeof req.capture === 'string' ? await readCapture(req.capture) : await readCapture(req.capture.dir);
+    const capture =
+      typeof req.capture === 'string' ? await readCapture(req.capture) : await readCapture(req.capture.dir);
     const meta = capture.meta;
     if (meta.driver !== DRIVER) throw new CaptureInvalidError(`capture was made by driver ${meta.driver}`);
     if (meta.runtimeVersion !== host.runscVersion) {
@@ -195,13 +213,15 @@ export class GvisorDriver implements RuntimeDriver {
       );
     }
     if ((meta.settings.upper ?? 'memory') !== this.opts.upper) {
-      throw new CaptureInvalidError(`capture's writable layer is in ${meta.settings.upper}; this driver uses ${this.opts.upper}`);
+      throw new CaptureInvalidError(
+        `capture's writable layer is in ${meta.settings.upper}; this driver uses ${this.opts.upper}`,
+      );
     }
     this.validate(req.resources, meta.layers, meta.mounts, meta.envdPort);
     await this.checkPaths(meta.layers, meta.mounts).catch((e: Error) => {
       throw new CaptureInvalidError(`capture ${capture.dir} cannot be restored here: ${e.message}`);
     });
-    const p = await this.prepare(meta.layers, req.resources, req.net);
+    const p = await this.prepareBundle(meta.layers, req.resources, req.net);
     try {
       await this.writeSpec(p, meta.init, meta.mounts, req.resources, req.net, meta.hostname);
       await this.launch(
@@ -231,7 +251,12 @@ export class GvisorDriver implements RuntimeDriver {
   async checkpoint(handle: SandboxHandle, opts: CheckpointOptions): Promise<Capture> {
     const host = await this.ready();
     const s = this.get(handle);
-    if (await stat(opts.dir).then(() => true, () => false)) {
+    if (
+      await stat(opts.dir).then(
+        () => true,
+        () => false,
+      )
+    ) {
       throw new InvalidRequestError(`capture directory ${opts.dir} already exists`);
     }
     const partial = `${opts.dir}.partial-${randomBytes(4).toString('hex')}`;
@@ -260,7 +285,10 @@ export class GvisorDriver implements RuntimeDriver {
           await this.releaseLive(s, 'sandbox died during a failed checkpoint');
           throw new CheckpointError(`checkpoint of ${s.handle.id} failed and the sandbox died`, detail);
         }
-        throw new CheckpointError(r ? describeFailure('runsc checkpoint', r) : 'checkpoint not attempted', detail);
+        throw new CheckpointError(
+          r ? describeFailure('runsc checkpoint', r) : 'checkpoint not attempted',
+          detail,
+        );
       }
       const meta: CaptureMeta = {
         format: CAPTURE_FORMAT,
@@ -284,7 +312,9 @@ export class GvisorDriver implements RuntimeDriver {
     } catch (e) {
       await rm(partial, { recursive: true, force: true });
       if (e instanceof CheckpointError || e instanceof InvalidRequestError) throw e;
-      throw new CheckpointError(`checkpoint of ${s.handle.id} failed: ${(e as Error).message}`, undefined, { cause: e });
+      throw new CheckpointError(`checkpoint of ${s.handle.id} failed: ${(e as Error).message}`, undefined, {
+        cause: e,
+      });
     } finally {
       s.busy = false;
     }
@@ -322,7 +352,8 @@ export class GvisorDriver implements RuntimeDriver {
     return {
       cpuNs: u.cpuNs ?? 0,
       memoryBytes: u.memoryBytes ?? 0,
-      memoryLimitBytes: u.memoryLimitBytes ?? memoryLimitBytes(s.handle.resources, this.opts.upper === 'memory'),
+      memoryLimitBytes:
+        u.memoryLimitBytes ?? memoryLimitBytes(s.handle.resources, this.opts.upper === 'memory'),
       diskBytes,
       pids: u.pids,
     };
@@ -360,14 +391,22 @@ export class GvisorDriver implements RuntimeDriver {
     return s;
   }
 
-  private validate(r: Resources, layers: readonly string[], mounts: readonly ReadOnlyMount[], port: number): void {
+  private validate(
+    r: Resources,
+    layers: readonly string[],
+    mounts: readonly ReadOnlyMount[],
+    port: number,
+  ): void {
     const problem = resourcesProblem(r);
     if (problem) throw new InvalidRequestError(problem);
-    if (layers.length === 0) throw new InvalidRequestError('a sandbox needs at least one root filesystem layer');
+    if (layers.length === 0)
+      throw new InvalidRequestError('a sandbox needs at least one root filesystem layer');
     for (const m of mounts) {
-      if (!m.sandboxPath.startsWith('/')) throw new InvalidRequestError(`mount target ${m.sandboxPath} is not absolute`);
+      if (!m.sandboxPath.startsWith('/'))
+        throw new InvalidRequestError(`mount target ${m.sandboxPath} is not absolute`);
     }
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidRequestError(`bad envd port ${port}`);
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new InvalidRequestError(`bad envd port ${port}`);
   }
 
   private async checkPaths(layers: readonly string[], mounts: readonly ReadOnlyMount[]): Promise<void> {
@@ -378,7 +417,11 @@ export class GvisorDriver implements RuntimeDriver {
   }
 
   /** Creates the bundle directory, the root filesystem view and the writable layer's store. */
-  private async prepare(layers: readonly string[], resources: Resources, net?: SandboxNet): Promise<Prepared> {
+  private async prepareBundle(
+    layers: readonly string[],
+    resources: Resources,
+    net?: SandboxNet,
+  ): Promise<Prepared> {
     const id = newSandboxId();
     const bundle = this.bundleDir(id);
     await mkdir(bundle, { recursive: true, mode: 0o700 });
@@ -436,7 +479,13 @@ export class GvisorDriver implements RuntimeDriver {
    * Runs `runsc run|restore --detach`. Its stdout/stderr (and the sandbox's, which inherits them)
    * go to a file in the bundle: pipes would stay open for the sandbox's whole life.
    */
-  private async launch(host: GvisorHost, p: Prepared, args: string[], net: SandboxNet | undefined, what: string) {
+  private async launch(
+    host: GvisorHost,
+    p: Prepared,
+    args: string[],
+    net: SandboxNet | undefined,
+    what: string,
+  ) {
     let argv = [host.runscPath, ...runscGlobalArgs(p.flags), ...args];
     if (net && host.netSysctlQuirk) argv = wrapForNetSysctlQuirk(argv);
     const logPath = join(p.bundle, 'console.log');
@@ -547,7 +596,10 @@ export class GvisorDriver implements RuntimeDriver {
    * Releases everything a sandbox id may hold, whatever state it got to: runsc's container and
    * state files, its processes (delete --force kills them), cgroups, mounts and the bundle.
    */
-  private async release(id: string, p: Pick<Prepared, 'bundle' | 'cgroupsPath' | 'flags'> | null): Promise<void> {
+  private async release(
+    id: string,
+    p: Pick<Prepared, 'bundle' | 'cgroupsPath' | 'flags'> | null,
+  ): Promise<void> {
     const flags = p?.flags ?? {
       root: this.runscRoot,
       overlay: 'root:memory',
@@ -558,11 +610,9 @@ export class GvisorDriver implements RuntimeDriver {
     const bundle = p?.bundle ?? this.bundleDir(id);
     const cgroupsPath = p?.cgroupsPath ?? `/${this.opts.cgroupParent}/${id}`;
     if (this.host) {
-      const left = await removeCgroups(this.host.cgroups, cgroupsPath);
-      if (left.length > 0) {
-        // Processes may still be exiting; give them a moment.
-        await new Promise((r) => setTimeout(r, 200));
-        await removeCgroups(this.host.cgroups, cgroupsPath);
+      // Killed processes may take a moment to leave the cgroup; only an empty one can be removed.
+      for (let i = 0; i < 20 && (await removeCgroups(this.host.cgroups, cgroupsPath)).length > 0; i++) {
+        await new Promise((r) => setTimeout(r, 100));
       }
     }
     await unmountIfMounted(join(bundle, 'upper')).catch(() => null);

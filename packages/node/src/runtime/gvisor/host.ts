@@ -15,7 +15,13 @@ export interface GvisorHost {
 async function which(cmd: string): Promise<string | null> {
   for (const dir of (process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin').split(':')) {
     const p = `${dir}/${cmd}`;
-    if (await access(p, constants.X_OK).then(() => true, () => false)) return p;
+    if (
+      await access(p, constants.X_OK).then(
+        () => true,
+        () => false,
+      )
+    )
+      return p;
   }
   return null;
 }
@@ -25,15 +31,19 @@ async function which(cmd: string): Promise<string | null> {
  * in a fresh namespace rather than assuming the kernel's behaviour.
  */
 async function detectNetSysctlQuirk(): Promise<boolean> {
-  const r = await runCommand(['unshare', '--net', '--', '/bin/sh', '-c', 'test -e /proc/sys/net/core/rmem_default'], {
-    timeoutMs: 10_000,
-  });
+  const r = await runCommand(
+    ['unshare', '--net', '--', '/bin/sh', '-c', 'test -e /proc/sys/net/core/rmem_default'],
+    {
+      timeoutMs: 10_000,
+    },
+  );
   return r.code === 0;
 }
 
 /** Resolves the host facts, or a reason (with the fix) why gVisor cannot run here. */
 export async function inspectGvisorHost(runscPath?: string): Promise<GvisorHost | { problem: string }> {
-  if (process.getuid?.() !== 0) return { problem: 'the gvisor driver needs root (namespaces, cgroups, mounts)' };
+  if (process.getuid?.() !== 0)
+    return { problem: 'the gvisor driver needs root (namespaces, cgroups, mounts)' };
   const runsc = runscPath ?? (await which('runsc'));
   if (!runsc) return { problem: `runsc is not installed; ${RUNSC_FIX}` };
   const out = await runCommand([runsc, '--version'], { timeoutMs: 10_000 }).catch((e: Error) => ({
@@ -50,5 +60,10 @@ export async function inspectGvisorHost(runscPath?: string): Promise<GvisorHost 
   }
   const cgroups = await detectCgroupLayout();
   if (!cgroups) return { problem: 'no cgroup filesystem at /sys/fs/cgroup' };
-  return { runscPath: runsc, runscVersion: version.raw, cgroups, netSysctlQuirk: await detectNetSysctlQuirk() };
+  return {
+    runscPath: runsc,
+    runscVersion: version.raw,
+    cgroups,
+    netSysctlQuirk: await detectNetSysctlQuirk(),
+  };
 }

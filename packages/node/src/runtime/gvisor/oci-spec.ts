@@ -138,7 +138,8 @@ export function buildOciSpec(input: OciSpecInput): Record<string, unknown> {
 
 /** Checks resources before anything is created, so a bad request leaves nothing behind. */
 export function resourcesProblem(r: Resources): string | null {
-  if (!Number.isFinite(r.cpuCount) || r.cpuCount <= 0 || r.cpuCount > 1024) return `bad cpuCount ${r.cpuCount}`;
+  if (!Number.isFinite(r.cpuCount) || r.cpuCount <= 0 || r.cpuCount > 1024)
+    return `bad cpuCount ${r.cpuCount}`;
   if (!Number.isInteger(r.memoryMB) || r.memoryMB < 64) return `bad memoryMB ${r.memoryMB} (minimum 64)`;
   if (!Number.isInteger(r.diskSizeMB) || r.diskSizeMB < 1) return `bad diskSizeMB ${r.diskSizeMB}`;
   return null;

@@ -26,7 +26,8 @@ export function parseRunscVersion(output: string): RunscVersion | null {
 
 /** null when usable, otherwise the reason it is not (naming the fix). */
 export function runscVersionProblem(version: RunscVersion | null, output: string): string | null {
-  if (!version) return `cannot parse \`runsc --version\` output (${output.trim().slice(0, 120)}); ${RUNSC_FIX}`;
+  if (!version)
+    return `cannot parse \`runsc --version\` output (${output.trim().slice(0, 120)}); ${RUNSC_FIX}`;
   if (version.date < MIN_RUNSC_DATE) {
     return `runsc ${version.raw} is too old (need a build from ${MIN_RUNSC_DATE} or later: older ones cannot checkpoint sockets and kill the sandbox when a checkpoint fails); ${RUNSC_FIX}`;
   }

@@ -1,0 +1,105 @@
+import { readFile } from 'node:fs/promises';
+import type { Logger } from 'pino';
+import type { NetSlot } from '../network/slot.js';
+import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
+import type { ResolvedTemplate, SlotProvider } from './seams.js';
+
+export interface PooledSandbox {
+  handle: SandboxHandle;
+  slot: NetSlot;
+}
+
+/** Memory to leave free for running sandboxes before the pool takes more (bytes). */
+const RESERVE_BYTES = 2 * 2 ** 30;
+
+async function availableMemory(): Promise<number> {
+  const text = await readFile('/proc/meminfo', 'utf8');
+  return Number(/^MemAvailable:\s+(\d+)/m.exec(text)?.[1] ?? 0) * 1024;
+}
+
+/**
+ * Sandboxes already restored from a template's ready state and waiting, so a create is an
+ * assignment plus /init. Nothing per-sandbox (ids, tokens, env vars) is in them: that arrives with
+ * /init at assignment. Refilled in the background, and only while the machine has memory to spare.
+ */
+export class SandboxWarmPool {
+  private readonly ready = new Map<string, PooledSandbox[]>();
+  private readonly filling = new Set<string>();
+  private closed = false;
+
+  constructor(
+    private readonly opts: {
+      size: number;
+      driver: RuntimeDriver;
+      slots: SlotProvider;
+      logger: Logger;
+    },
+  ) {}
+
+  /** A waiting sandbox of the template, if any; starts a refill either way. */
+  take(template: ResolvedTemplate): PooledSandbox | undefined {
+    const entry = this.ready.get(template.templateId)?.shift();
+    this.fill(template);
+    return entry;
+  }
+
+  fill(template: ResolvedTemplate): void {
+    if (this.closed || this.opts.size === 0 || this.filling.has(template.templateId)) return;
+    this.filling.add(template.templateId);
+    void this.refill(template)
+      .catch((err) =>
+        this.opts.logger.warn({ err, template: template.templateId }, 'warm pool refill failed'),
+      )
+      .finally(() => this.filling.delete(template.templateId));
+  }
+
+  private async refill(template: ResolvedTemplate): Promise<void> {
+    const list = this.ready.get(template.templateId) ?? [];
+    this.ready.set(template.templateId, list);
+    while (!this.closed && list.length < this.opts.size) {
+      if ((await availableMemory()) < RESERVE_BYTES + template.defaults.memoryMB * 2 ** 20) return;
+      const slot = await this.opts.slots.acquire({ allowInternet: true, allowOut: [], denyOut: [] });
+      try {
+        const handle = await this.opts.driver.restore({
+          capture: template.capture,
+          resources: template.defaults,
+          net: slot,
+        });
+        if (this.closed) {
+          await this.opts.driver.kill(handle);
+          await this.opts.slots.release(slot);
+          return;
+        }
+        list.push({ handle, slot });
+      } catch (err) {
+        await this.opts.slots.release(slot).catch(() => undefined);
+        throw err;
+      }
+    }
+  }
+
+  sizes(): Record<string, number> {
+    return Object.fromEntries([...this.ready].map(([t, l]) => [t, l.length]));
+  }
+
+  /** Whether a runtime sandbox is one of ours (a pooled sandbox that died is dropped). */
+  forget(runtimeId: string): PooledSandbox | undefined {
+    for (const list of this.ready.values()) {
+      const i = list.findIndex((p) => p.handle.id === runtimeId);
+      if (i >= 0) return list.splice(i, 1)[0];
+    }
+    return undefined;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.ready.values()].flat();
+    this.ready.clear();
+    await Promise.all(
+      all.map(async (p) => {
+        await this.opts.driver.kill(p.handle).catch(() => undefined);
+        await this.opts.slots.release(p.slot).catch(() => undefined);
+      }),
+    );
+  }
+}

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  API_KEY,
+  cleanSandboxes,
+  removeState,
+  startServer,
+  type TestServer,
+  URL_BASE,
+} from './server-fixture.js';
+
+let server: TestServer;
+let sandboxId: string;
+
+beforeAll(async () => {
+  removeState();
+  server = await startServer();
+  const r = await api('POST', '/sandboxes', { templateID: 'base', timeout: 120 });
+  expect(r.status).toBe(201);
+  sandboxId = r.json.sandboxID as string;
+});
+
+afterAll(async () => {
+  await cleanSandboxes().catch(() => undefined);
+  await server?.stop();
+  removeState();
+});
+
+const CONTROL: [string, string][] = [
+  ['GET', '/sandboxes'],
+  ['GET', '/v2/sandboxes'],
+  ['POST', '/sandboxes'],
+  ['POST', '/v2/sandboxes'],
+  ['GET', '/sandboxes/SBX'],
+  ['DELETE', '/sandboxes/SBX'],
+  ['POST', '/sandboxes/SBX/timeout'],
+  ['POST', '/sandboxes/SBX/refreshes'],
+  ['POST', '/sandboxes/SBX/pause'],
+  ['POST', '/sandboxes/SBX/resume'],
+  ['POST', '/sandboxes/SBX/connect'],
+  ['POST', '/v2/sandboxes/SBX/connect'],
+  ['GET', '/sandboxes/SBX/metrics'],
+  ['GET', '/sandboxes/SBX/logs'],
+  ['PUT', '/sandboxes/SBX/network'],
+  ['GET', '/nodes'],
+];
+
+describe('authentication', () => {
+  it('answers 401 on every control endpoint for a missing, wrong or repeated key', async () => {
+    for (const [method, path] of CONTROL) {
+      const url = `${URL_BASE}${path.replace('SBX', sandboxId)}`;
+      const body = method === 'GET' || method === 'DELETE' ? undefined : '{}';
+      const headers = { 'content-type': 'application/json' };
+      const missing = await fetch(url, { method, headers, body });
+      expect([method, path, missing.status]).toEqual([method, path, 401]);
+      expect(await missing.json()).toMatchObject({ code: 401 });
+      const wrong = await fetch(url, { method, headers: { ...headers, 'x-api-key': API_KEY + 'x' }, body });
+      expect([method, path, wrong.status]).toEqual([method, path, 401]);
+      const h = new Headers(headers);
+      h.append('x-api-key', API_KEY);
+      h.append('x-api-key', API_KEY);
+      const repeated = await fetch(url, { method, headers: h, body });
+      expect([method, path, repeated.status]).toEqual([method, path, 401]);
+    }
+    expect((await api('GET', `/sandboxes/${sandboxId}`)).status).toBe(200);
+  });
+
+  it('keeps /health and /metrics open', async () => {
+    expect((await fetch(`${URL_BASE}/health`)).status).toBe(204);
+    const m = await fetch(`${URL_BASE}/metrics`);
+    expect(m.status).toBe(200);
+    const text = await m.text();
+    expect(text).toMatch(/aenv_sandboxes\{state="running"\} [1-9]/);
+    expect(text).toMatch(/aenv_http_request_duration_seconds_bucket/);
+    expect(text).toMatch(/aenv_lifecycle_stage_duration_seconds_count\{stage="create"\}/);
+  });
+
+  it('serves an OpenAPI document', async () => {
+    const r = await fetch(`${URL_BASE}/openapi.json`);
+    const doc = (await r.json()) as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toMatch(/^3\./);
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(['/v2/sandboxes', '/sandboxes/{sandboxID}/pause']),
+    );
+  });
+});
+
+describe('bad input', () => {
+  it('names an unknown template', async () => {
+    const r = await api('POST', '/sandboxes', { templateID: 'no-such-template' });
+    expect(r.status).toBe(400);
+    expect(r.json.message).toMatch(/no-such-template/);
+  });
+
+  it('answers 404 for an unknown sandbox', async () => {
+    for (const [method, path] of CONTROL.filter(([, p]) => p.includes('SBX'))) {
+      const bodies: Record<string, unknown> = { refreshes: { duration: 10 }, network: {} };
+      const body =
+        method === 'GET' || method === 'DELETE'
+          ? undefined
+          : (bodies[path.split('/').pop()!] ?? { timeout: 10 });
+      const r = await api(method, path.replace('SBX', 'nosuchsandbox'), body);
+      expect([method, path, r.status]).toEqual([method, path, 404]);
+      expect(r.json).toMatchObject({ code: 404 });
+    }
+  });
+
+  it('rejects bad JSON, out-of-range values (naming the field) and huge bodies', async () => {
+    const bad = await api('POST', '/sandboxes', '{"templateID": ');
+    expect(bad.status).toBe(400);
+    const range = await api('POST', '/sandboxes', { templateID: 'base', timeout: -5 });
+    expect(range.status).toBe(400);
+    expect(range.json.message).toMatch(/timeout/);
+    const zero = await api('POST', `/sandboxes/${sandboxId}/timeout`, { timeout: 0 });
+    expect(zero.status).toBe(400);
+    const type = await api('POST', '/sandboxes', { templateID: 'base', metadata: { a: { nested: true } } });
+    expect(type.status).toBe(400);
+    expect(type.json.message).toMatch(/metadata/);
+    const refresh = await api('POST', `/sandboxes/${sandboxId}/refreshes`, { duration: 4000 });
+    expect(refresh.status).toBe(400);
+    expect(refresh.json.message).toMatch(/duration/);
+    const domain = await api('PUT', `/sandboxes/${sandboxId}/network`, { allowOut: ['example.com'] });
+    expect(domain.status).toBe(400);
+    expect(domain.json.message).toMatch(/domain/);
+    const huge = await api('POST', '/sandboxes', {
+      templateID: 'base',
+      metadata: { big: 'x'.repeat(2 << 20) },
+    });
+    expect(huge.status).toBe(413);
+    const page = await api('GET', '/v2/sandboxes?limit=1000');
+    expect(page.status).toBe(400);
+    const token = await api('GET', '/v2/sandboxes?nextToken=garbage');
+    expect(token.status).toBe(400);
+  });
+
+  it('answers 409 for an operation in the wrong state', async () => {
+    const r = await api('POST', `/sandboxes/${sandboxId}/resume`, { timeout: 60 });
+    expect(r.status).toBe(409);
+    expect((await api('POST', `/sandboxes/${sandboxId}/pause`)).status).toBe(204);
+    expect((await api('POST', `/sandboxes/${sandboxId}/pause`)).status).toBe(409);
+    expect((await api('POST', `/sandboxes/${sandboxId}/timeout`, { timeout: 30 })).status).toBe(409);
+    const resumed = await api('POST', `/sandboxes/${sandboxId}/connect`, { timeout: 60 });
+    expect(resumed.status).toBe(201);
+    const again = await api('POST', `/sandboxes/${sandboxId}/connect`, { timeout: 60 });
+    expect(again.status).toBe(200);
+  });
+
+  it('serialises concurrent operations on one sandbox', async () => {
+    const results = await Promise.all([
+      api('POST', `/sandboxes/${sandboxId}/pause`),
+      api('POST', `/sandboxes/${sandboxId}/pause`),
+      api('POST', `/sandboxes/${sandboxId}/connect`, { timeout: 60 }),
+    ]);
+    expect(results.map((r) => r.status).sort()).toEqual([201, 204, 409]);
+    expect((await api('GET', `/sandboxes/${sandboxId}`)).json.state).toBe('running');
+  });
+});
+
+describe('native additions', () => {
+  it('reports the node and the sandbox logs', async () => {
+    const nodes = await api('GET', '/nodes');
+    expect(nodes.json[0]).toMatchObject({ status: 'ready', sandboxCount: expect.any(Number) });
+    const logs = await api('GET', `/sandboxes/${sandboxId}/logs`);
+    expect((logs.json.logs as { line: string }[]).map((l) => l.line)).toContain('sandbox paused');
+  });
+
+  it('changes egress rules at run time', async () => {
+    expect(
+      (await api('PUT', `/sandboxes/${sandboxId}/network`, { denyOut: ['203.0.113.0/24'] })).status,
+    ).toBe(204);
+    const info = await api('GET', `/sandboxes/${sandboxId}`);
+    expect(info.json.network).toMatchObject({ denyOut: ['203.0.113.0/24'] });
+  });
+});

@@ -1,0 +1,101 @@
+import { execFileSync } from 'node:child_process';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  cleanSandboxes,
+  removeState,
+  startServer,
+  type TestServer,
+  useSdkEnv,
+} from './server-fixture.js';
+
+let server: TestServer;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  removeState();
+  server = await startServer();
+  useSdkEnv();
+});
+
+afterAll(async () => {
+  await cleanSandboxes().catch(() => undefined);
+  await server?.stop();
+  removeState();
+});
+
+async function restart(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+  await server.stop(signal);
+  server = await startServer();
+}
+
+/** runsc sandboxes of the test node's runtime dir that are still alive. */
+function runscLeft(): string[] {
+  const out = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.startsWith('runsc') && l.includes('/run/aenv-e2e/'));
+}
+
+describe('node restarts', () => {
+  it('keeps a paused sandbox across a restart, with its memory and files', async () => {
+    const sbx = await Sandbox.create();
+    await sbx.files.write('/home/user/kept.txt', 'across restarts');
+    await sbx.commands.run(
+      "python3 -c \"import time\nn=0\nwhile True:\n  n+=1\n  open('/tmp/py','w').write(str(n))\n  time.sleep(0.1)\"",
+      {
+        background: true,
+        timeoutMs: 0,
+      },
+    );
+    await sleep(500);
+    await sbx.pause();
+    await restart('SIGTERM');
+    const again = await Sandbox.connect(sbx.sandboxId);
+    expect(await again.files.read('kept.txt')).toBe('across restarts');
+    const a = Number(await again.files.read('/tmp/py'));
+    await sleep(500);
+    expect(Number(await again.files.read('/tmp/py'))).toBeGreaterThan(a);
+    await again.kill();
+  });
+
+  it('pauses running sandboxes on SIGTERM so they resume after the restart', async () => {
+    const sbxs = await Promise.all([1, 2].map(() => Sandbox.create()));
+    await Promise.all(sbxs.map((s, i) => s.files.write('/tmp/who', `sandbox ${i}`)));
+    await restart('SIGTERM');
+    for (const [i, s] of sbxs.entries()) {
+      expect((await api('GET', `/sandboxes/${s.sandboxId}`)).json.state).toBe('paused');
+      const again = await Sandbox.connect(s.sandboxId);
+      expect(await again.files.read('/tmp/who')).toBe(`sandbox ${i}`);
+      await again.kill();
+    }
+  });
+
+  it('after a crash, reports running sandboxes lost and leaves nothing behind', async () => {
+    const sbx = await Sandbox.create();
+    await restart('SIGKILL');
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(404);
+    expect(runscLeft()).toEqual([]);
+    const fresh = await Sandbox.create();
+    expect((await fresh.commands.run('echo alive')).stdout).toBe('alive\n');
+    await fresh.kill();
+  });
+
+  it('after a crash during a pause, the sandbox is paused and resumable or lost, never half-alive', async () => {
+    for (const delay of [50, 400]) {
+      const sbx = await Sandbox.create();
+      await sbx.files.write('/tmp/mark', 'm');
+      const pausing = api('POST', `/sandboxes/${sbx.sandboxId}/pause`).catch(() => undefined);
+      await sleep(delay);
+      await server.stop('SIGKILL');
+      await pausing;
+      server = await startServer();
+      const r = await api('GET', `/sandboxes/${sbx.sandboxId}`);
+      if (r.status === 404) continue;
+      expect(r.json.state).toBe('paused');
+      const again = await Sandbox.connect(sbx.sandboxId);
+      expect(await again.files.read('/tmp/mark')).toBe('m');
+      await again.kill();
+    }
+    expect(runscLeft()).toEqual([]);
+  });
+});
