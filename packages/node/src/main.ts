@@ -14,6 +14,8 @@ import { SandboxWarmPool } from './orchestrator/warm-pool.js';
 import { GvisorDriver } from './runtime/gvisor/driver.js';
 import { SandboxStore } from './store/sandbox-store.js';
 import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
+import { LocalSnapshotCatalog } from './templates/local-snapshots.js';
+import { TemplateResolver } from './templates/resolver.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -60,6 +62,7 @@ async function main(): Promise<void> {
     logger,
   });
 
+  const snapshots = new LocalSnapshotCatalog(path.join(home, 'snapshots'));
   const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
@@ -69,7 +72,8 @@ async function main(): Promise<void> {
     config,
     store,
     driver,
-    templates,
+    templates: new TemplateResolver(snapshots, templates),
+    snapshots,
     slots: network,
     envd: new EnvdClient(),
     logger,
@@ -83,7 +87,7 @@ async function main(): Promise<void> {
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
 
-  const app = await buildApp({ config, apiKey, orchestrator, proxy, metrics, logger, version });
+  const app = await buildApp({ config, apiKey, orchestrator, snapshots, proxy, metrics, logger, version });
   await app.listen({ host, port });
   orchestrator.startTtlLoop();
   void templates

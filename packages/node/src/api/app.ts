@@ -12,12 +12,15 @@ import type { SandboxProxy } from '../proxy/proxy.js';
 import { checkApiKey } from './auth.js';
 import { errorHandler } from './errors.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
+import { snapshotRoutes } from './routes/snapshots.js';
 import { systemRoutes } from './routes/system.js';
+import type { SnapshotCatalog } from '../orchestrator/seams.js';
 
 export interface AppDeps {
   config: NodeConfig;
   apiKey: string;
   orchestrator: Orchestrator;
+  snapshots: SnapshotCatalog;
   proxy: SandboxProxy;
   metrics: NodeMetrics;
   logger: Logger;
@@ -102,6 +105,11 @@ export async function buildApp(
   await app.register(sandboxRoutes, {
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
+    domain: domains[0],
+  });
+  await app.register(snapshotRoutes, {
+    orchestrator: deps.orchestrator,
+    snapshots: deps.snapshots,
     domain: domains[0],
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

@@ -3,7 +3,8 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/schema.js';
-import { ApiError, conflict, invalid, notFound } from '../errors.js';
+import { ApiError, conflict, invalid, notFound, STATUS } from '../errors.js';
+import { readCapture } from '../runtime/capture.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
 import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
 import type { SandboxStore } from '../store/sandbox-store.js';
@@ -11,7 +12,13 @@ import type { EnvdClient, EnvdMetrics } from './envd-client.js';
 import { newSandboxId } from './ids.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import type { SandboxRecord } from './record.js';
-import type { SlotProvider, TemplateCatalog } from './seams.js';
+import type {
+  ResolvedTemplate,
+  SlotProvider,
+  SnapshotCatalog,
+  SnapshotInfo,
+  TemplateCatalog,
+} from './seams.js';
 import { isTransient, transitionFor, type Operation, type SandboxState } from './states.js';
 import { envdAccessToken, trafficAccessToken } from './tokens.js';
 import { SandboxLogs } from './sandbox-logs.js';
@@ -42,6 +49,7 @@ export interface OrchestratorDeps {
   /** Where paused sandboxes' captures live (durable, under $AENV_HOME). */
   capturesDir: string;
   observer: LifecycleObserver;
+  snapshots: SnapshotCatalog;
   /** Restored sandboxes waiting for a create; absent or size 0 disables it. */
   pool?: SandboxWarmPool;
 }
@@ -157,8 +165,17 @@ export class Orchestrator {
   }
 
   private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const t0 = Date.now();
     const template = await this.d.templates.resolve(input.templateId);
+    return this.launch(template, input, template.snapshotId ? undefined : this.d.pool);
+  }
+
+  /** A new sandbox record from a template or snapshot, started and initialised. */
+  private async launch(
+    template: ResolvedTemplate,
+    input: CreateSandboxInput,
+    pool?: SandboxWarmPool,
+  ): Promise<SandboxRecord> {
+    const t0 = Date.now();
     const id = newSandboxId();
     const now = new Date();
     const rec: SandboxRecord = {
@@ -187,7 +204,7 @@ export class Orchestrator {
       let slot: NetSlot | undefined;
       let handle: SandboxHandle | undefined;
       try {
-        const pooled = this.d.pool?.take(template);
+        const pooled = pool?.take(template);
         if (pooled) {
           ({ slot, handle } = pooled);
           await this.d.slots.setEgress(slot, rec.egress);
@@ -199,22 +216,28 @@ export class Orchestrator {
             net: slot,
           });
         }
-        await this.d.envd.init(slot.hostAddress, handle.envdPort, {
-          envVars: {
-            ...rec.envVars,
-            E2B_SANDBOX: 'true',
-            E2B_SANDBOX_ID: id,
-            E2B_TEMPLATE_ID: rec.templateId,
+        await this.d.envd.init(
+          slot.hostAddress,
+          handle.envdPort,
+          {
+            envVars: {
+              ...rec.envVars,
+              E2B_SANDBOX: 'true',
+              E2B_SANDBOX_ID: id,
+              E2B_TEMPLATE_ID: rec.templateId,
+            },
+            // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
+            accessToken: rec.envdAccessToken ?? '',
+            defaultUser: 'user',
+            timestamp: new Date().toISOString(),
           },
-          ...(rec.envdAccessToken ? { accessToken: rec.envdAccessToken } : {}),
-          defaultUser: 'user',
-          timestamp: new Date().toISOString(),
-        });
+          template.envdToken,
+        );
         this.live.set(id, { handle, slot });
         const running: SandboxRecord = { ...rec, state: 'running', handle };
         if (!this.d.store.compareAndSet(running, 'creating'))
           throw new Error('sandbox record changed during create');
-        this.logs.add(id, `sandbox created from ${rec.templateId}`);
+        this.logs.add(id, `sandbox created from ${template.snapshotId ?? rec.templateId}`);
         this.d.observer.stage('create', Date.now() - t0);
         return running;
       } catch (err) {
@@ -290,6 +313,113 @@ export class Orchestrator {
     this.logs.add(rec.sandboxId, 'sandbox paused');
     const { handle: _h, ...rest } = rec;
     return { ...rest, state: 'paused', captureDir: dir };
+  }
+
+  /**
+   * Captures a running sandbox as a snapshot; the sandbox is paused only while its memory and
+   * filesystem are captured, then runs on with its id and end time unchanged.
+   */
+  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+    let info: SnapshotInfo | undefined;
+    await this.transition(id, 'snapshot', async (rec) => {
+      const dir = await this.captureRunning(rec, 'snapshot');
+      try {
+        info = await this.d.snapshots.save(
+          dir,
+          {
+            names: name ? [name] : [],
+            sourceSandboxId: id,
+            templateId: rec.templateId,
+            cpuCount: rec.cpuCount,
+            memoryMB: rec.memoryMB,
+            diskSizeMB: rec.diskSizeMB,
+            envdVersion: rec.envdVersion,
+          },
+          rec.envdAccessToken,
+        );
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+      this.logs.add(id, `snapshot ${info.snapshotID} taken`);
+      return { ...rec, state: 'running' };
+    });
+    return info!;
+  }
+
+  /** Checkpoints a running sandbox into a fresh directory, leaving it running. */
+  private async captureRunning(rec: SandboxRecord, kind: string): Promise<string> {
+    const live = this.mustLive(rec.sandboxId);
+    const dir = path.join(this.d.capturesDir, rec.sandboxId, `${kind}-${Date.now()}-${newSandboxId(6)}`);
+    await this.drainConnections(rec.sandboxId);
+    await this.d.driver.checkpoint(live.handle, { dir, leaveRunning: true });
+    return dir;
+  }
+
+  /**
+   * Forks a running sandbox into `count` independent children started in parallel from one
+   * capture. The parent is paused only for the capture. One result per child: a failed child
+   * affects neither the others nor the parent.
+   */
+  async fork(
+    id: string,
+    count: number,
+    timeoutSecs: number | undefined,
+  ): Promise<({ sandbox: SandboxRecord } | { error: { code: number; message: string } })[]> {
+    const max = this.d.config.fork.maxChildren;
+    if (!Number.isInteger(count) || count < 1 || count > max)
+      throw invalid(`count must be between 1 and ${max}`);
+    let parent: SandboxRecord | undefined;
+    let dir: string | undefined;
+    await this.transition(id, 'fork', async (rec) => {
+      parent = rec;
+      dir = await this.captureRunning(rec, 'fork');
+      return { ...rec, state: 'running' };
+    });
+    try {
+      const capture = await readCapture(dir!);
+      const p = parent!;
+      const template: ResolvedTemplate = {
+        templateId: p.templateId,
+        ...(p.alias ? { alias: p.alias } : {}),
+        capture,
+        defaults: { cpuCount: p.cpuCount, memoryMB: p.memoryMB, diskSizeMB: p.diskSizeMB },
+        envdVersion: p.envdVersion,
+        ...(p.envdAccessToken ? { envdToken: p.envdAccessToken } : {}),
+      };
+      const input: CreateSandboxInput = {
+        templateId: p.templateId,
+        timeoutSecs: timeoutSecs ?? Math.max(1, Math.ceil((Date.parse(p.endAt) - Date.now()) / 1000)),
+        metadata: p.metadata,
+        envVars: p.envVars,
+        autoPause: p.autoPause,
+        autoResume: p.autoResume,
+        secure: p.secure,
+        egress: p.egress,
+        allowPublicTraffic: p.allowPublicTraffic,
+      };
+      const results = await Promise.allSettled(
+        Array.from({ length: count }, async () => {
+          this.admit();
+          this.starting++;
+          try {
+            return await this.launch(template, input);
+          } finally {
+            this.starting--;
+          }
+        }),
+      );
+      this.logs.add(
+        id,
+        `forked into ${results.filter((r) => r.status === 'fulfilled').length} of ${count} children`,
+      );
+      return results.map((r) => {
+        if (r.status === 'fulfilled') return { sandbox: r.value };
+        const e = r.reason instanceof ApiError ? r.reason : new ApiError('internal', String(r.reason));
+        return { error: { code: STATUS[e.kind], message: e.message } };
+      });
+    } finally {
+      await rm(dir!, { recursive: true, force: true });
+    }
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */

@@ -9,6 +9,40 @@ export interface ResolvedTemplate {
   capture: Capture;
   defaults: Resources;
   envdVersion: string;
+  /** The envd token already set inside the capture (a snapshot of a secure sandbox), for /init. */
+  envdToken?: string;
+  /** Set when the template is a snapshot: its id. */
+  snapshotId?: string;
+}
+
+/** A snapshot: a captured running sandbox that new sandboxes start from. */
+export interface SnapshotInfo {
+  snapshotID: string;
+  names: string[];
+  sourceSandboxId: string;
+  /** The template the source sandbox was created from. */
+  templateId: string;
+  cpuCount: number;
+  memoryMB: number;
+  diskSizeMB: number;
+  envdVersion: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** Where snapshots live (the local disk or the shared snapshot repository). */
+export interface SnapshotCatalog {
+  /** Takes ownership of a capture directory and records it; a name already in use → conflict. */
+  save(
+    captureDir: string,
+    info: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt'>,
+    envdToken?: string,
+  ): Promise<SnapshotInfo>;
+  /** By id or name; undefined when unknown. */
+  find(idOrName: string): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string } | undefined>;
+  list(filter: { sandboxId?: string; name?: string }): Promise<SnapshotInfo[]>;
+  /** False when unknown. */
+  delete(idOrName: string): Promise<boolean>;
 }
 
 export interface TemplateCatalog {

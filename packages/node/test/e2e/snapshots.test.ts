@@ -1,0 +1,160 @@
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  cleanSandboxes,
+  removeState,
+  startServer,
+  type TestServer,
+  useSdkEnv,
+} from './server-fixture.js';
+
+let server: TestServer;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+beforeAll(async () => {
+  removeState();
+  server = await startServer({ AENV_POOL_SIZE: '0' });
+  useSdkEnv();
+});
+
+afterAll(async () => {
+  await cleanSandboxes().catch(() => undefined);
+  const snaps = await api('GET', '/snapshots');
+  for (const s of (snaps.json ?? []) as { snapshotID: string }[])
+    await api('DELETE', `/templates/${s.snapshotID}`);
+  await server?.stop();
+  removeState();
+});
+
+/** A background process holding a value in memory, served over a file on request. */
+async function startCounter(sbx: Sandbox): Promise<void> {
+  await sbx.files.write(
+    '/home/user/counter.py',
+    [
+      'import os, time',
+      'state = {"n": 0, "tag": open("/home/user/tag").read()}',
+      'while True:',
+      '    state["n"] += 1',
+      '    if os.path.exists("/tmp/ask"):',
+      '        open("/tmp/answer.tmp", "w").write(state["tag"])',
+      '        os.rename("/tmp/answer.tmp", "/tmp/answer"); os.remove("/tmp/ask")',
+      '    time.sleep(0.05)',
+    ].join('\n'),
+  );
+  await sbx.commands.run('python3 /home/user/counter.py', { background: true, timeoutMs: 0 });
+}
+
+/** The tag the process read into memory before the capture (not the file as it is now). */
+async function memoryTag(sbx: Sandbox): Promise<string> {
+  await sbx.commands.run('rm -f /tmp/answer; touch /tmp/ask');
+  for (let i = 0; i < 100; i++) {
+    const r = await sbx.commands.run('cat /tmp/answer 2>/dev/null || true');
+    if (r.stdout) return r.stdout;
+    await sleep(50);
+  }
+  throw new Error('the in-memory process did not answer');
+}
+
+describe('snapshots', () => {
+  it('starts sandboxes from a snapshot with the state of the source, independent of each other', async () => {
+    const src = await Sandbox.create({ timeoutMs: 300_000 });
+    await src.files.write('/home/user/tag', 'from-source');
+    await startCounter(src);
+    await sleep(300);
+    const endBefore = (await src.getInfo()).endAt.getTime();
+    const snap = await src.createSnapshot({ name: `snap-${Date.now()}` } as never);
+    expect(snap.snapshotId).toMatch(/^[a-z0-9]+$/);
+    // The source keeps running with its id and end time.
+    expect(await src.isRunning()).toBe(true);
+    expect((await src.getInfo()).endAt.getTime()).toBe(endBefore);
+    await src.files.write('/home/user/tag', 'changed-after');
+
+    const kids = await Promise.all([1, 2, 3].map(() => Sandbox.create(snap.snapshotId)));
+    try {
+      for (const k of kids) {
+        expect(await k.files.read('/home/user/tag')).toBe('from-source');
+        expect(await memoryTag(k)).toBe('from-source');
+      }
+      await kids[0]!.files.write('/home/user/tag', 'kid-0');
+      expect(await kids[1]!.files.read('/home/user/tag')).toBe('from-source');
+      expect(await src.files.read('/home/user/tag')).toBe('changed-after');
+
+      const listed = await Sandbox.listSnapshots({ sandboxId: src.sandboxId } as never).nextItems();
+      expect(listed.map((s) => s.snapshotId)).toContain(snap.snapshotId);
+      const byName = await api('GET', `/snapshots/${snap.names[0] ?? snap.snapshotId}`);
+      expect(byName.json.snapshotID).toBe(snap.snapshotId);
+    } finally {
+      await Promise.all(kids.map((k) => k.kill()));
+    }
+    // Snapshots outlive their source.
+    await src.kill();
+    const again = await Sandbox.create(snap.snapshotId);
+    expect(await again.files.read('/home/user/tag')).toBe('from-source');
+    await again.kill();
+    expect((await api('DELETE', `/templates/${snap.snapshotId}`)).status).toBe(204);
+    expect((await api('GET', `/snapshots/${snap.snapshotId}`)).status).toBe(404);
+    expect((await api('POST', '/sandboxes', { templateID: snap.snapshotId })).status).toBe(400);
+  });
+
+  it('refuses a name already in use and unknown snapshots', async () => {
+    const src = await Sandbox.create();
+    try {
+      const name = `dup-${Date.now()}`;
+      expect((await api('POST', `/sandboxes/${src.sandboxId}/snapshots`, { name })).status).toBe(201);
+      expect((await api('POST', `/sandboxes/${src.sandboxId}/snapshots`, { name })).status).toBe(409);
+      expect((await api('GET', '/snapshots/nosuchsnapshot')).status).toBe(404);
+      expect((await api('DELETE', '/templates/nosuchsnapshot')).status).toBe(404);
+      expect((await api('POST', '/sandboxes/nosuchsandbox/snapshots', {})).status).toBe(404);
+      await api('DELETE', `/templates/${name}`);
+    } finally {
+      await src.kill();
+    }
+  });
+});
+
+describe('fork', () => {
+  it('forks 16 independent children while the parent runs on', async () => {
+    const parent = await Sandbox.create({ timeoutMs: 600_000 });
+    try {
+      await parent.files.write('/home/user/tag', 'parent-state');
+      await startCounter(parent);
+      const endBefore = (await parent.getInfo()).endAt.getTime();
+      const children = await parent.fork({ count: 16 } as never);
+      expect(children).toHaveLength(16);
+      const kids = children.filter((c): c is Sandbox => c instanceof Sandbox);
+      expect(kids).toHaveLength(16);
+      expect(new Set(kids.map((k) => k.sandboxId)).size).toBe(16);
+      expect(await parent.isRunning()).toBe(true);
+      const info = await parent.getInfo();
+      expect(info.sandboxId).toBe(parent.sandboxId);
+      expect(info.endAt.getTime()).toBe(endBefore);
+
+      await Promise.all(
+        kids.map(async (k, i) => {
+          expect(await memoryTag(k)).toBe('parent-state');
+          await k.files.write('/home/user/tag', `child-${i}`);
+          expect((await k.commands.run('echo $E2B_SANDBOX_ID')).stdout.trim()).toBe(k.sandboxId);
+        }),
+      );
+      for (const [i, k] of kids.entries()) expect(await k.files.read('/home/user/tag')).toBe(`child-${i}`);
+      expect(await parent.files.read('/home/user/tag')).toBe('parent-state');
+      await Promise.all(kids.map((k) => k.kill()));
+    } finally {
+      await parent.kill();
+    }
+  });
+
+  it('validates count and the parent state', async () => {
+    const parent = await Sandbox.create();
+    try {
+      expect((await api('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 0 })).status).toBe(400);
+      expect((await api('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 17 })).status).toBe(400);
+      await parent.pause();
+      expect((await api('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: 1 })).status).toBe(409);
+      expect((await api('POST', '/sandboxes/nosuchsandbox/fork', { count: 1 })).status).toBe(404);
+    } finally {
+      await parent.kill();
+    }
+  });
+});
