@@ -42,6 +42,26 @@ export default defineConfig({
       },
       {
         test: {
+          name: 'oci',
+          include: ['packages/node/test/oci/**/*.test.ts'],
+          // Real registries on 127.0.0.1 and overlay mounts; files run one after another.
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        test: {
+          name: 'snapshot',
+          include: ['packages/node/test/snapshot/**/*.test.ts'],
+          fileParallelism: false,
+          // One file boots a real gVisor sandbox (and the base template on a fresh machine).
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
           name: 'node',
           include: ['packages/node/test/e2e/**/*.test.ts'],
           // Every file drives a real aenv-server with real sandboxes; they share the machine.

@@ -39,7 +39,10 @@ export function parseGroups(text: string): SystemGroup[] {
     if (f.length < 3) continue;
     const gid = Number(f[2]);
     if (!Number.isInteger(gid)) continue;
-    const members = (f[3] ?? '').split(',').map((m) => m.trim()).filter(Boolean);
+    const members = (f[3] ?? '')
+      .split(',')
+      .map((m) => m.trim())
+      .filter(Boolean);
     groups.push({ name: f[0]!, gid, members });
   }
   return groups;

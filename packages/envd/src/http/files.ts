@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { open, stat } from 'node:fs/promises';
+import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { createGzip, createGunzip } from 'node:zlib';
+import { createGzip, createGunzip, gzipSync } from 'node:zlib';
 import busboy from 'busboy';
 import { basicAuthUser, checkFileSignature, type FileOperation } from '../auth.js';
 import { EnvdError, invalidArgument, notFound, toEnvdError, unauthenticated } from '../errors.js';
@@ -114,7 +114,7 @@ async function download(
   const acceptEncoding = req.headers['accept-encoding'];
   const rangeHeader = req.headers.range;
   // Ranges are served unencoded, as Go's http.ServeContent in E2B's envd does.
-  const encoding = rangeHeader
+  let encoding = rangeHeader
     ? identityAcceptable(acceptEncoding)
       ? 'identity'
       : undefined
@@ -134,6 +134,17 @@ async function download(
   const fh = await open(p, 'r').catch((err: unknown) => {
     throw toEnvdError(err, p);
   });
+  // undici's fetch asks for gzip on every request, so compressing incompressible files (build
+  // outputs, archives, random data) would cut downloads to gzip's speed for nothing: sample the
+  // start of the file and send it as is when gzip would not shrink it.
+  if (
+    encoding === 'gzip' &&
+    knownSize !== undefined &&
+    knownSize > GZIP_SAMPLE &&
+    !(await worthCompressing(fh))
+  ) {
+    encoding = 'identity';
+  }
   const headers: Record<string, string | number> = {
     'content-type': 'application/octet-stream',
     'content-disposition': contentDisposition(path.basename(p)),
@@ -161,7 +172,8 @@ async function download(
   res.writeHead(status, headers);
   const source = fh.createReadStream(range ? { start: range.start, end: range.end } : {});
   try {
-    if (encoding === 'gzip') await pipeline(source, createGzip(), res);
+    // Level 1: on large transfers speed matters more than the last few percent of size.
+    if (encoding === 'gzip') await pipeline(source, createGzip({ level: 1 }), res);
     else await pipeline(source, res);
   } catch {
     // The client went away or the file failed mid-way: the response is cut short.
@@ -359,4 +371,13 @@ async function writeFile(
     type: 'file',
     ...(Object.keys(persisted).length > 0 ? { metadata: persisted } : {}),
   };
+}
+
+const GZIP_SAMPLE = 64 * 1024;
+
+/** True when gzip shrinks the file's first 64 KiB by at least 10 %. */
+async function worthCompressing(fh: FileHandle): Promise<boolean> {
+  const sample = Buffer.alloc(GZIP_SAMPLE);
+  const { bytesRead } = await fh.read(sample, 0, GZIP_SAMPLE, 0);
+  return gzipSync(sample.subarray(0, bytesRead), { level: 1 }).length < bytesRead * 0.9;
 }

@@ -121,7 +121,9 @@ export function parseSudoArgs(argv: readonly string[]): SudoInvocation {
   let i = 0;
   const set = (opt: OptionSpec, value: string | true): void => {
     if (opt.unsupported) {
-      throw new Error(`${opt.unsupported} (-${opt.short ?? '-' + opt.long}) is not supported in this sandbox`);
+      throw new Error(
+        `${opt.unsupported} (-${opt.short ?? '-' + opt.long}) is not supported in this sandbox`,
+      );
     }
     const key = opt.short ?? opt.long!;
     if (key === 'E') preserveAll = true;
@@ -194,7 +196,8 @@ export function parseSudoArgs(argv: readonly string[]): SudoInvocation {
     return { kind: 'usage', message: 'you may not specify both the -i and -E options' };
   }
   const list = has('l');
-  if (has('U') && !list) return { kind: 'usage', message: 'the -U option may only be used with the -l option' };
+  if (has('U') && !list)
+    return { kind: 'usage', message: 'the -U option may only be used with the -l option' };
 
   const action = list ? 'list' : has('v') ? 'validate' : 'run';
   if (action === 'run' && command.length === 0 && !login && !shell) {

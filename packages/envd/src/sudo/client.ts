@@ -18,21 +18,10 @@ import {
   FrameDecoder,
   FrameType,
   jsonFrame,
+  RELAYED_SIGNALS,
   STDIN_WINDOW,
   type SudoRequest,
 } from './protocol.js';
-
-/** Signals relayed to the command (SIGINT also arrives as ^C through a terminal). */
-const RELAYED_SIGNALS: NodeJS.Signals[] = [
-  'SIGHUP',
-  'SIGINT',
-  'SIGQUIT',
-  'SIGTERM',
-  'SIGUSR1',
-  'SIGUSR2',
-  'SIGALRM',
-  'SIGCONT',
-];
 
 let rawTty = false;
 

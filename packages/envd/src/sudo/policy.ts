@@ -20,11 +20,7 @@ export function sudoersGrantsAll(text: string, user: SystemUser, groups: readonl
     if (eq < 0) continue;
     const lhs = line.slice(0, eq).trim().split(/\s+/);
     if (lhs.length < 2 || /^Defaults|_Alias$/.test(lhs[0]!)) continue;
-    const who = lhs
-      .slice(0, -1)
-      .join('')
-      .split(',')
-      .filter(Boolean);
+    const who = lhs.slice(0, -1).join('').split(',').filter(Boolean);
     const spec = /^(?:\(\s*([^)]*)\)\s*)?(?:[A-Z_]+\s*:\s*)*ALL$/.exec(line.slice(eq + 1).trim());
     if (!spec) continue;
     // A Runas list other than ALL limits the target users; only ALL (or none: root) is taken.
@@ -57,7 +53,8 @@ export function readSudoers(etcDir: string): string[] {
   } catch {
     // no sudoers.d
   }
-  for (const n of names.sort()) if (!n.includes('.') && !n.endsWith('~')) read(path.join(etcDir, 'sudoers.d', n));
+  for (const n of names.sort())
+    if (!n.includes('.') && !n.endsWith('~')) read(path.join(etcDir, 'sudoers.d', n));
   return texts;
 }
 

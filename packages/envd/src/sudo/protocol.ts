@@ -17,6 +17,17 @@
 export const DEFAULT_SUDO_SOCKET = '/run/aenv-envd/sudo.sock';
 /** Unacknowledged stdin bytes a client may have in flight. */
 export const STDIN_WINDOW = 1 << 20;
+/** Signals the client relays to the command (SIGINT also arrives as ^C through a terminal). */
+export const RELAYED_SIGNALS: readonly NodeJS.Signals[] = [
+  'SIGHUP',
+  'SIGINT',
+  'SIGQUIT',
+  'SIGTERM',
+  'SIGUSR1',
+  'SIGUSR2',
+  'SIGALRM',
+  'SIGCONT',
+];
 /** Largest frame either side accepts (a request carries the caller's whole environment). */
 export const MAX_FRAME = 8 << 20;
 
@@ -94,22 +105,26 @@ export class SudoRefusal extends Error {}
 
 const isStrings = (v: unknown): boolean => Array.isArray(v) && v.every((x) => typeof x === 'string');
 const isStringMap = (v: unknown): boolean =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string');
+  typeof v === 'object' &&
+  v !== null &&
+  !Array.isArray(v) &&
+  Object.values(v).every((x) => typeof x === 'string');
 const optional = (v: unknown, check: (v: unknown) => boolean): boolean => v === undefined || check(v);
 const isString = (v: unknown): boolean => typeof v === 'string';
 
 /** A request frame's payload, checked field by field: it comes from any local user. */
 export function parseRequest(payload: Uint8Array): SudoRequest {
-  let r: Record<string, unknown>;
+  let parsed: unknown;
   try {
-    r = JSON.parse(Buffer.from(payload).toString('utf8')) as Record<string, unknown>;
+    parsed = JSON.parse(Buffer.from(payload).toString('utf8'));
   } catch {
     throw new SudoRefusal('protocol error: the request is not JSON');
   }
+  if (typeof parsed !== 'object' || parsed === null)
+    throw new SudoRefusal('protocol error: malformed request');
+  const r = parsed as Record<string, unknown>;
   const tty = r.tty as { cols?: unknown; rows?: unknown } | undefined;
   const valid =
-    typeof r === 'object' &&
-    r !== null &&
     ['run', 'validate', 'list'].includes(r.action as string) &&
     isStrings(r.argv) &&
     isStringMap(r.env) &&
@@ -150,7 +165,8 @@ export class FrameDecoder {
       // Only the header is joined until the whole frame is there: no quadratic copying.
       const head = this.take(5, false);
       const length = head.readUInt32BE(1);
-      if (length > this.maxFrame) throw new Error(`frame of ${length} bytes exceeds the ${this.maxFrame} limit`);
+      if (length > this.maxFrame)
+        throw new Error(`frame of ${length} bytes exceeds the ${this.maxFrame} limit`);
       if (this.size < 5 + length) break;
       const frame = this.take(5 + length, true);
       frames.push({ type: frame[0]!, payload: frame.subarray(5) });

@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, readdirSync, rmdirSync, rmSync } from 'node:fs';
 import { connect, createServer, type Server } from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -58,7 +58,8 @@ export async function startSudoService(opts: SudoServiceOptions): Promise<SudoSe
   const authDir = path.join(dir, `${path.basename(socketPath).replace(/\.sock$/, '')}-auth`);
   ensureRootDir(dir, 0o755);
   ensureRootDir(authDir, 0o1733);
-  for (const stale of readdirSync(authDir)) rmSync(path.join(authDir, stale), { force: true, recursive: true });
+  for (const stale of readdirSync(authDir))
+    rmSync(path.join(authDir, stale), { force: true, recursive: true });
   try {
     if (!lstatSync(socketPath).isSocket()) throw new Error(`${socketPath} exists and is not a socket`);
     if (await answers(socketPath)) throw new Error(`another envd serves ${socketPath}`);
@@ -92,6 +93,12 @@ export async function startSudoService(opts: SudoServiceOptions): Promise<SudoSe
       for (const s of sessions) s.kill();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       rmSync(socketPath, { force: true });
+      rmSync(authDir, { recursive: true, force: true });
+      try {
+        rmdirSync(dir); // when nothing else is in it
+      } catch {
+        // not empty, or not ours to remove
+      }
     },
   };
 }

@@ -22,6 +22,7 @@ import {
   FrameType,
   jsonFrame,
   parseRequest,
+  RELAYED_SIGNALS,
   SudoRefusal,
   type SudoRequest,
 } from './protocol.js';
@@ -32,18 +33,8 @@ const DRAIN_IDLE_MS = 250;
 const REQUEST_TIMEOUT_MS = 30_000;
 /** After the client goes away: SIGHUP to the command, then SIGKILL this much later. */
 const HANGUP_GRACE_MS = 2_000;
-/** Signals a client may relay to its command. */
-const RELAYED = new Set([
-  'SIGHUP',
-  'SIGINT',
-  'SIGQUIT',
-  'SIGTERM',
-  'SIGUSR1',
-  'SIGUSR2',
-  'SIGPIPE',
-  'SIGALRM',
-  'SIGCONT',
-]);
+/** Signals a client may relay to its command: the ones it relays, and SIGPIPE when its output is closed. */
+const RELAYED = new Set<string>([...RELAYED_SIGNALS, 'SIGPIPE']);
 
 export interface SessionContext {
   state: EnvdState;
@@ -137,7 +128,8 @@ export class SudoSession {
     if (type === FrameType.stdin) this.onInput(payload);
     else if (type === FrameType.signal) {
       const sig = payload.toString('utf8');
-      if (RELAYED.has(sig) && this.pid !== undefined && !this.exit) signalGroup(this.pid, sig as NodeJS.Signals);
+      if (RELAYED.has(sig) && this.pid !== undefined && !this.exit)
+        signalGroup(this.pid, sig as NodeJS.Signals);
     } else if (type === FrameType.resize) {
       const { cols, rows } = JSON.parse(payload.toString('utf8')) as { cols: number; rows: number };
       const valid = [cols, rows].every((n) => Number.isInteger(n) && n >= 1 && n <= 10_000);
@@ -165,7 +157,7 @@ export class SudoSession {
     if (req.action === 'validate') return this.finish({ code: 0 });
     if (req.action === 'list' && !req.argv.length) return this.listPrivileges(req, caller);
 
-    const target = req.user ? this.userByName(req.user) : req.group ? caller : users.lookup('root');
+    const target = req.user ? this.userByName(req.user) : req.group ? caller : this.userByName('root');
     const gid = req.group ? this.groupId(req.group) : target.gid;
     const securePath = state.envVars.PATH ?? DEFAULT_PATH;
     const plan = commandPlan(req, caller, target);
@@ -311,7 +303,9 @@ export class SudoSession {
     this.pid = pty.pid;
     pty.onData((d) => this.send(FrameType.stdout, d as unknown as Buffer));
     // node-pty reports the exit once the terminal's output has been read.
-    pty.onExit(({ exitCode, signal }) => this.finish(signal ? { signal: signalName(signal) } : { code: exitCode }));
+    pty.onExit(({ exitCode, signal }) =>
+      this.finish(signal ? { signal: signalName(signal) } : { code: exitCode }),
+    );
   }
 
   private onInput(data: Buffer): void {
@@ -364,10 +358,11 @@ export class SudoSession {
   private onClientGone(): void {
     clearTimeout(this.requestTimer);
     this.removeProof();
+    // Output has nowhere to go any more: the pipes close, as a terminal's would on a hangup.
+    for (const stream of [this.child?.stdin, this.child?.stdout, this.child?.stderr]) stream?.destroy();
     const pid = this.pid;
     if (pid !== undefined && !this.exit) {
       // Like a terminal hangup: the command may still clean up, then it is killed.
-      this.child?.stdin?.destroy();
       signalGroup(pid, 'SIGHUP');
       const timer = setTimeout(() => {
         if (!this.exit) signalGroup(pid, 'SIGKILL');

@@ -24,7 +24,7 @@ export interface RootfsRecipe {
  * which minbase already has.
  */
 export const BASE_RECIPE: RootfsRecipe = {
-  schema: 1,
+  schema: 2,
   suite: 'bookworm',
   mirror: 'http://deb.debian.org/debian',
   variant: 'minbase',
@@ -90,6 +90,11 @@ export function mmdebstrapArgs(recipe: RootfsRecipe, target: string): string[] {
     `--include=${[...new Set(recipe.packages)].sort().join(',')}`,
     `--customize-hook=chroot "$1" useradd --uid ${u.uid} --create-home --home-dir ${u.home} --shell ${u.shell} --user-group ${u.name}`,
     `--customize-hook=echo '${sudoers}' > "$1/etc/sudoers.d/90-${u.name}" && chmod 0440 "$1/etc/sudoers.d/90-${u.name}"`,
+    // gVisor sets no-new-privileges on every process, so setuid sudo cannot work; the tools
+    // bundle's sudo asks envd (root) to run the command instead, and comes first in PATH.
+    `--customize-hook=ln -sf /opt/aenv-tools/bin/sudo "$1/usr/local/bin/sudo"`,
+    // The host's resolver is on loopback or a private range, which sandboxes cannot reach.
+    `--customize-hook=printf 'nameserver 1.1.1.1\\nnameserver 8.8.8.8\\n' > "$1/etc/resolv.conf"`,
     `--customize-hook=echo ${recipe.hostname} > "$1/etc/hostname"`,
     `--customize-hook=printf '${hosts}' > "$1/etc/hosts"`,
     // Mount points the OCI spec and the tools bundle need, so the read-only lower has them.
