@@ -6,7 +6,9 @@ cd "$(dirname "$0")/.."
 npm run build --silent || exit 1
 report=$(mktemp)
 trap 'rm -f "$report"' EXIT
-npx vitest run --reporter=default --reporter=json --outputFile.json="$report" "$@"
+# One file at a time across all projects: end-to-end groups share fixed ports (49983 for envd's
+# debug mode, 18000 for the test node) and the machine has two cores.
+npx vitest run --no-file-parallelism --maxWorkers=1 --reporter=default --reporter=json --outputFile.json="$report" "$@"
 status=$?
 node -e '
   const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));

@@ -82,8 +82,11 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     });
   });
   // Streams (process output, watches) may stay open for hours; the SDK sends keepalive headers.
+  // No header timeout either: Node measures it on the monotonic clock, which jumps when a captured
+  // sandbox is restored, and it then drops healthy kept-alive connections mid-request. envd is
+  // reached through the node's proxy, which bounds what clients can hold open.
   server.requestTimeout = 0;
-  server.headersTimeout = 60_000;
+  server.headersTimeout = 0;
   server.keepAliveTimeout = 75_000;
 
   // Up before /health answers, so the first command of a sandbox can already use sudo.

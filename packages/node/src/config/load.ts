@@ -79,6 +79,7 @@ export function envOverrides(env: Env): Json {
     );
   }
   if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
+  if (env.AENV_MAX_SANDBOXES) set(['orchestrator', 'maxSandboxes'], Number(env.AENV_MAX_SANDBOXES));
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);

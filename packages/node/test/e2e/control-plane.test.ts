@@ -156,6 +156,22 @@ describe('bad input', () => {
   });
 });
 
+describe('sandbox traffic', () => {
+  it('reuses kept-alive proxy connections into a restored sandbox', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      for (const path of ['/health', '/envs']) {
+        const r = await fetch(`${URL_BASE}${path}`, {
+          headers: { 'e2b-sandbox-id': sandboxId, 'e2b-sandbox-port': '49983' },
+        });
+        await r.arrayBuffer();
+        statuses.push(r.status);
+      }
+    }
+    expect(statuses).toEqual(Array.from({ length: 16 }, (_, i) => (i % 2 ? 200 : 204)));
+  });
+});
+
 describe('native additions', () => {
   it('reports the node and the sandbox logs', async () => {
     const nodes = await api('GET', '/nodes');

@@ -5,6 +5,7 @@ import {
   api,
   cleanSandboxes,
   removeState,
+  RUNTIME_PATH,
   startServer,
   type TestServer,
   useSdkEnv,
@@ -25,15 +26,15 @@ afterAll(async () => {
   removeState();
 });
 
-async function restart(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+async function restart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string> = {}): Promise<void> {
   await server.stop(signal);
-  server = await startServer();
+  server = await startServer(env);
 }
 
 /** runsc sandboxes of the test node's runtime dir that are still alive. */
 function runscLeft(): string[] {
   const out = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.startsWith('runsc') && l.includes('/run/aenv-e2e/'));
+  return out.split('\n').filter((l) => l.startsWith('runsc') && l.includes(`${RUNTIME_PATH}/`));
 }
 
 describe('node restarts', () => {
@@ -97,5 +98,19 @@ describe('node restarts', () => {
       await again.kill();
     }
     expect(runscLeft()).toEqual([]);
+  });
+
+  it('answers creates beyond capacity with 429 and Retry-After instead of timing out', async () => {
+    await restart('SIGTERM', { AENV_MAX_SANDBOXES: '2', AENV_POOL_SIZE: '0' });
+    const results = await Promise.all(
+      Array.from({ length: 4 }, () => api('POST', '/v2/sandboxes', { templateID: 'base' })),
+    );
+    const statuses = results.map((r) => r.status).sort();
+    expect(statuses).toEqual([201, 201, 429, 429]);
+    const refused = results.find((r) => r.status === 429)!;
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(refused.json.message).toMatch(/maximum/);
+    await cleanSandboxes();
+    await restart('SIGTERM');
   });
 });

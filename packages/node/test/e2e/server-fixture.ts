@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const SERVER = fileURLToPath(new URL('../../bin/aenv-server.js', import.meta.url));
@@ -8,11 +8,28 @@ const SERVER = fileURLToPath(new URL('../../bin/aenv-server.js', import.meta.url
  * A persistent home so the base template (a Debian root filesystem and its ready-state capture)
  * is built once per machine, not per test run; sandbox state in it is removed by the tests.
  */
-export const TEST_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
+const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
+/**
+ * AENV_TEST_INSTANCE=N (1-9) runs a second test node beside the default one: its own port, network
+ * tag and range, and state, sharing the cached layers and templates.
+ */
+const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
+export const TEST_HOME = INSTANCE ? `${SHARED_HOME}/instances/${INSTANCE}` : SHARED_HOME;
 export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);
-export const PORT = 18000;
+export const PORT = 18000 + INSTANCE;
 export const URL_BASE = `http://127.0.0.1:${PORT}`;
 export const DOMAIN = 'aenv.test';
+export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
+
+function prepareHome(): void {
+  if (!INSTANCE) return;
+  mkdirSync(TEST_HOME, { recursive: true });
+  for (const shared of ['layers', 'templates']) {
+    mkdirSync(`${SHARED_HOME}/${shared}`, { recursive: true });
+    if (!existsSync(`${TEST_HOME}/${shared}`))
+      symlinkSync(`${SHARED_HOME}/${shared}`, `${TEST_HOME}/${shared}`);
+  }
+}
 
 export interface TestServer {
   child: ChildProcess;
@@ -23,16 +40,17 @@ export interface TestServer {
 
 /** Starts aenv-server on 127.0.0.1:18000 with its own network tag and range, and waits for /health. */
 export async function startServer(env: Record<string, string> = {}): Promise<TestServer> {
+  prepareHome();
   let out = '';
   const child = spawn(process.execPath, [SERVER], {
     env: {
       ...process.env,
       API_ADDR: `127.0.0.1:${PORT}`,
       AENV_HOME_PATH: TEST_HOME,
-      AENV_RUNTIME_PATH: '/run/aenv-e2e',
+      AENV_RUNTIME_PATH: RUNTIME_PATH,
       AENV_API_KEY: API_KEY,
-      AENV_NETWORK_NODE_TAG: 'e2e',
-      AENV_NETWORK_HOST_RANGE: '10.203.0.0/16',
+      AENV_NETWORK_NODE_TAG: `e2e${INSTANCE || ''}`,
+      AENV_NETWORK_HOST_RANGE: `10.${203 - INSTANCE * 10}.0.0/16`,
       AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
       AENV_POOL_SIZE: '2',
       AENV_LOG_LEVEL: 'warn',
@@ -108,6 +126,6 @@ export async function cleanSandboxes(): Promise<void> {
 }
 
 export function removeState(): void {
-  rmSync(`${TEST_HOME}/state`, { recursive: true, force: true });
-  rmSync(`${TEST_HOME}/captures`, { recursive: true, force: true });
+  for (const d of ['state', 'captures', 'snapshots'])
+    rmSync(`${TEST_HOME}/${d}`, { recursive: true, force: true });
 }

@@ -1,0 +1,64 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, parseListenAddress } from '../../src/config/load.js';
+
+const dirs: string[] = [];
+afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+function file(text: string): string {
+  const d = mkdtempSync(path.join(tmpdir(), 'aenv-config-'));
+  dirs.push(d);
+  writeFileSync(path.join(d, 'config.toml'), text);
+  return path.join(d, 'config.toml');
+}
+
+describe('node configuration', () => {
+  it('has defaults that need no file', () => {
+    const c = loadConfig({ HOSTNAME: 'h1' });
+    expect(c.apiAddr).toBe('127.0.0.1:8000');
+    expect(c.orchestrator.defaultSandboxTimeoutSecs).toBe(300);
+    expect(c.fork.maxChildren).toBe(16);
+    expect(c.network.alwaysDeniedCidrs).toContain('169.254.0.0/16');
+    expect(c.nodeIdentity.nodeId).toBe('h1');
+  });
+
+  it('layers the TOML file (snake_case) under environment variables', () => {
+    const f = file(`
+api_addr = "0.0.0.0:9000"
+virtualization_mode = "pvm"
+[fork]
+max_children = 4
+[sandbox_proxy]
+domains = ["a.example"]
+`);
+    const c = loadConfig({ AENV_CONFIG_PATH: f, API_ADDR: '127.0.0.1:7000', AENV_HOME_PATH: '/srv/aenv' });
+    expect(c.apiAddr).toBe('127.0.0.1:7000');
+    expect(c.homePath).toBe('/srv/aenv');
+    expect(c.fork.maxChildren).toBe(4);
+    expect(c.runtime.virtualizationMode).toBe('pvm');
+    expect(c.sandboxProxy.domains).toEqual(['a.example']);
+    expect(
+      loadConfig({ AENV_CONFIG_PATH: f, AENV_SANDBOX_PROXY_DOMAINS: 'x.test, y.test' }).sandboxProxy.domains,
+    ).toEqual(['x.test', 'y.test']);
+  });
+
+  it('names what is wrong', () => {
+    expect(() => loadConfig({ AENV_CONFIG_PATH: '/nonexistent/aenv.toml' })).toThrow(
+      /cannot read config file/,
+    );
+    expect(() => loadConfig({ AENV_CONFIG_PATH: file('api_addr = ') })).toThrow(ConfigError);
+    expect(() => loadConfig({ AENV_CONFIG_PATH: file('[fork]\nmax_children = 0') })).toThrow(
+      /fork\/maxChildren/,
+    );
+    expect(() => loadConfig({ AENV_RUNTIME: 'docker' })).toThrow(/runtime\/driver/);
+    expect(() => loadConfig({ API_ADDR: 'nope' })).toThrow(/listen address/);
+  });
+
+  it('parses listen addresses', () => {
+    expect(parseListenAddress('127.0.0.1:8000')).toEqual({ host: '127.0.0.1', port: 8000 });
+    expect(parseListenAddress('[::1]:80')).toEqual({ host: '::1', port: 80 });
+    expect(() => parseListenAddress('host:99999')).toThrow();
+  });
+});
