@@ -47,8 +47,10 @@ describe('the E2B SDK against aenv-server', () => {
   it('creates a base sandbox and uses commands, files and a pty in it', async () => {
     const sbx = await Sandbox.create({ metadata: { suite: 'sdk' } });
     try {
-      const who = await sbx.commands.run('whoami; echo $E2B_SANDBOX_ID');
-      expect(who.stdout).toBe(`user\n${sbx.sandboxId}\n`);
+      const who = await sbx.commands.run(
+        'whoami; echo $E2B_SANDBOX_ID; sudo -n id -un; echo hi | sudo tee /root/t >/dev/null && sudo cat /root/t',
+      );
+      expect(who.stdout).toBe(`user\n${sbx.sandboxId}\nroot\nhi\n`);
       const tools = await sbx.commands.run(
         'python --version && python3 -c "print(6*7)" && git --version && curl --version >/dev/null && node -e "console.log(1)"',
       );
