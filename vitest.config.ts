@@ -70,6 +70,16 @@ export default defineConfig({
           hookTimeout: 1_200_000,
         },
       },
+      {
+        test: {
+          name: 'cli',
+          include: ['packages/cli/test/e2e/**/*.test.ts'],
+          // The aenv CLI against a real aenv-server (the node fixture's port and home, like `node`).
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+        },
+      },
     ],
   },
 });

@@ -1,0 +1,63 @@
+/** Why a pull failed; stable strings the API layer can map onto status codes. */
+export type OciErrorCode =
+  | 'bad_reference'
+  | 'not_found'
+  | 'unauthorized'
+  | 'registry_unavailable'
+  | 'registry_error'
+  | 'digest_mismatch'
+  | 'unsupported'
+  | 'platform_mismatch'
+  | 'unsafe_layer'
+  | 'disk_full'
+  | 'cache_full';
+
+/** A pull, or one of its steps, failed; nothing partial was kept. */
+export class OciError extends Error {
+  override readonly name: string = 'OciError';
+  constructor(
+    readonly code: OciErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The layer cache is over capacity and every layer in it is pinned (held by a template or a pull). */
+export class LayerCacheFullError extends OciError {
+  override readonly name = 'LayerCacheFullError';
+  constructor(
+    readonly neededBytes: number,
+    readonly capacityBytes: number,
+    readonly pinnedBytes: number,
+  ) {
+    super(
+      'cache_full',
+      `layer cache full: ${fmtBytes(neededBytes)} needed, capacity ${fmtBytes(capacityBytes)}, ` +
+        `${fmtBytes(pinnedBytes)} held by pinned layers that cannot be evicted`,
+    );
+  }
+}
+
+export function fmtBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${v.toFixed(1)} ${units[i]}`;
+}
+
+/** The errno code anywhere in an error's cause chain (ImageBuildError wraps fs errors). */
+export function errnoIn(e: unknown, codes: readonly string[]): string | undefined {
+  for (let cur = e, depth = 0; cur && depth < 8; depth++) {
+    const code = (cur as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && codes.includes(code)) return code;
+    cur = (cur as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
