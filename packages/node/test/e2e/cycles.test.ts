@@ -1,0 +1,62 @@
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, removeState, RUNTIME_PATH, startServer, type TestServer } from './server-fixture.js';
+
+let server: TestServer;
+
+beforeAll(async () => {
+  removeState();
+  server = await startServer({ AENV_POOL_SIZE: '0' });
+  const warm = await api('POST', '/v2/sandboxes', { templateID: 'base' });
+  await api('DELETE', `/sandboxes/${warm.json.sandboxID as string}`);
+});
+
+afterAll(async () => {
+  await server?.stop();
+  removeState();
+});
+
+const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
+
+/** What sandboxes of the test node hold on the host: processes, namespaces, links, mounts, rules. */
+function footprint() {
+  const tag = RUNTIME_PATH.replace('/run/aenv-', '');
+  return {
+    runsc: sh('ps', ['-eo', 'args'])
+      .split('\n')
+      .filter((l) => l.startsWith('runsc') && l.includes(`${RUNTIME_PATH}/`)).length,
+    namespaces: sh('ip', ['netns', 'list'])
+      .split('\n')
+      .filter((l) => l.startsWith(`aenv-${tag}-`)).length,
+    links: sh('ip', ['-o', 'link'])
+      .split('\n')
+      .filter((l) => l.includes(`ae-${tag}-`)).length,
+    mounts: readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(RUNTIME_PATH)).length,
+    rules: sh('iptables-save', [])
+      .split('\n')
+      .filter((l) => l.includes(tag.toUpperCase()) || l.includes(`-${tag}-`)).length,
+  };
+}
+
+describe('create/kill cycles', () => {
+  it('leaks no processes, namespaces, links, mounts or rules after 100 cycles', async () => {
+    const before = footprint();
+    const ids: string[] = [];
+    for (let i = 0; i < 100; i += 4) {
+      await Promise.all(
+        [0, 1, 2, 3].map(async () => {
+          const r = await api('POST', '/v2/sandboxes', { templateID: 'base' });
+          expect(r.status).toBe(201);
+          ids.push(r.json.sandboxID as string);
+          expect((await api('DELETE', `/sandboxes/${r.json.sandboxID as string}`)).status).toBe(204);
+        }),
+      );
+    }
+    expect(new Set(ids).size).toBe(100);
+    expect(footprint()).toEqual(before);
+    expect((await api('GET', '/v2/sandboxes')).json).toEqual([]);
+  }, 600_000);
+});
