@@ -1,0 +1,109 @@
+import type { ApiErrorKind } from '../errors.js';
+
+export type SnapshotErrorCode =
+  /** Bad repository settings (e.g. no region): a startup error. */
+  | 'config'
+  /** The repository cannot be used now (unreachable, credentials refused, I/O error): the capture failed. */
+  | 'unavailable'
+  | 'not_found'
+  /** A name already belongs to another snapshot. */
+  | 'alias_taken'
+  /** A record with this id already exists. */
+  | 'exists'
+  /** A blob or manifest is missing or does not match its hash. */
+  | 'corrupt'
+  /** The runtime cache cannot make room: everything in it is in use. */
+  | 'cache_full'
+  | 'invalid'
+  /** A node-local filesystem operation failed (runtime cache, workspace). */
+  | 'io'
+  /** The repository is held by a garbage collection longer than a writer waits. */
+  | 'busy';
+
+/** How the API reports each code (the lead's api/errors.ts maps SnapshotError through this). */
+export const SNAPSHOT_ERROR_KIND: Readonly<Record<SnapshotErrorCode, ApiErrorKind>> = {
+  config: 'internal',
+  unavailable: 'unavailable',
+  not_found: 'not_found',
+  alias_taken: 'conflict',
+  exists: 'conflict',
+  corrupt: 'internal',
+  cache_full: 'unavailable',
+  invalid: 'invalid',
+  io: 'internal',
+  busy: 'unavailable',
+};
+
+/** Base of every error of the snapshot library; `code` is stable for mapping. */
+export class SnapshotError extends Error {
+  override readonly name: string = 'SnapshotError';
+  constructor(
+    readonly code: SnapshotErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+export class RepositoryConfigError extends SnapshotError {
+  override readonly name = 'RepositoryConfigError';
+  constructor(message: string) {
+    super('config', message);
+  }
+}
+
+export type UnavailableReason = 'unreachable' | 'credentials' | 'bucket' | 'io';
+
+/**
+ * The repository did not answer, refused the credentials, has no such bucket, or a filesystem
+ * call failed. Nothing was committed; a sandbox being captured keeps running.
+ */
+export class RepositoryUnavailableError extends SnapshotError {
+  override readonly name = 'RepositoryUnavailableError';
+  constructor(
+    readonly reason: UnavailableReason,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super('unavailable', message, options);
+  }
+}
+
+export class SnapshotNotFoundError extends SnapshotError {
+  override readonly name = 'SnapshotNotFoundError';
+  constructor(readonly idOrName: string) {
+    super('not_found', `snapshot ${idOrName} not found`);
+  }
+}
+
+export class AliasTakenError extends SnapshotError {
+  override readonly name = 'AliasTakenError';
+  constructor(
+    readonly alias: string,
+    readonly heldBy: string,
+  ) {
+    super('alias_taken', `the name ${JSON.stringify(alias)} already belongs to snapshot ${heldBy}`);
+  }
+}
+
+export class SnapshotCorruptError extends SnapshotError {
+  override readonly name = 'SnapshotCorruptError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('corrupt', message, options);
+  }
+}
+
+export class CacheFullError extends SnapshotError {
+  override readonly name = 'CacheFullError';
+  constructor(message: string) {
+    super('cache_full', message);
+  }
+}
+
+export class SnapshotInvalidError extends SnapshotError {
+  override readonly name = 'SnapshotInvalidError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('invalid', message, options);
+  }
+}

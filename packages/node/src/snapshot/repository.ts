@@ -1,0 +1,633 @@
+import { createReadStream } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import type { Readable } from 'node:stream';
+import {
+  AliasTakenError,
+  SnapshotCorruptError,
+  SnapshotError,
+  SnapshotInvalidError,
+  SnapshotNotFoundError,
+} from './errors.js';
+import { isSha256, sha256 } from './manifest.js';
+
+/**
+ * The snapshot repository: durable, possibly shared by several nodes. It holds content-addressed
+ * blobs (capture chunks, manifests), catalogue records (one JSON object per snapshot) and aliases
+ * (one object per name → snapshot id), plus short-lived lock objects used by garbage collection.
+ *
+ * Why this shape: nothing is a shared mutable index. Every write creates or replaces one object,
+ * so two nodes committing at once never rewrite the same file; a name is taken by an exclusive
+ * create; a record only appears once everything it refers to exists (blobs first, record last,
+ * the record written in one atomic step). A crash at any point therefore leaves either the old
+ * catalogue or the new one; at worst unreferenced blobs (collected by SnapshotStore.gc) or an
+ * alias claimed for a record that never appeared (ignored, and taken over once stale).
+ *
+ * Layout (relative to the posix directory or the S3 prefix):
+ *   blobs/sha256/<2 hex>/<64 hex>   chunk or manifest, named by the sha256 of its content
+ *   records/<id>.json               SnapshotRecord
+ *   aliases/<urlencoded name>       {"id","nonce","createdAt"}
+ *   locks/<kind>-<random>.json      LockBody (see lease.ts)
+ */
+export const RECORD_FORMAT = 'aenv-snapshot/1';
+
+export interface SnapshotRecord {
+  readonly format: typeof RECORD_FORMAT;
+  readonly id: string;
+  readonly createdAt: string;
+  /** The snapshot this one was captured after (informational; chunks are not shared by reference). */
+  readonly parent?: string;
+  /** Exact-match filters for listRecords (e.g. sandboxId, templateId, kind). */
+  readonly labels: Readonly<Record<string, string>>;
+  /** Opaque to the library: what the orchestrator needs to describe and restore the snapshot. */
+  readonly meta: Readonly<Record<string, unknown>>;
+  /** sha256 of the manifest blob. */
+  readonly manifest: string;
+  /** Sum of the capture's file sizes. */
+  readonly bytesTotal: number;
+}
+
+export interface RecordFilter {
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly parent?: string;
+  /** Only the record this name points to. */
+  readonly alias?: string;
+}
+
+export interface PageRequest {
+  /** 1–1000, default 100. */
+  readonly limit?: number;
+  readonly nextToken?: string;
+}
+
+export interface RecordPage {
+  /** Newest first (createdAt, then id, descending). */
+  readonly records: SnapshotRecord[];
+  readonly nextToken?: string;
+}
+
+export interface AliasEntry {
+  readonly name: string;
+  readonly id: string;
+}
+
+export interface BlobInfo {
+  readonly hash: string;
+  readonly bytes: number;
+  readonly mtimeMs: number;
+}
+
+/** Bytes, a stream (buffered: meant for chunk-sized blobs), or a file read as it is. */
+export type BlobSource = Buffer | Readable | { readonly path: string };
+
+export interface LockBody {
+  readonly kind: 'shared' | 'exclusive';
+  readonly owner: string;
+  /** Milliseconds since the epoch; a lock past it is stale (its holder died). */
+  readonly expiresAt: number;
+}
+
+export interface Repository {
+  readonly backend: 'posix_fs' | 'oss';
+  /** For messages and logs, e.g. `/var/lib/aenv/snapshot-store` or `s3://bucket/prefix`. */
+  readonly location: string;
+  /** Creates the layout if needed and checks access; throws RepositoryUnavailableError. */
+  open(): Promise<void>;
+  close(): Promise<void>;
+
+  hasBlob(hash: string): Promise<boolean>;
+  /** Stores a blob under its sha256 (checked: a mismatch throws and stores nothing). */
+  putBlob(hash: string, source: BlobSource): Promise<{ bytes: number }>;
+  /** A missing blob throws SnapshotCorruptError. */
+  getBlob(hash: string): Promise<Readable>;
+  /** The whole blob, its hash checked. */
+  readBlob(hash: string): Promise<Buffer>;
+  deleteBlob(hash: string): Promise<void>;
+  listBlobs(): AsyncIterable<BlobInfo>;
+
+  getRecord(id: string): Promise<SnapshotRecord | null>;
+  listRecords(filter?: RecordFilter, page?: PageRequest): Promise<RecordPage>;
+  /**
+   * Publishes a record whose blobs the caller has stored, and takes the given names for it
+   * (AliasTakenError when one belongs to another snapshot; then nothing is published).
+   */
+  commit(record: SnapshotRecord, aliases?: readonly string[]): Promise<void>;
+  /** Removes the record and the names pointing to it; its blobs stay until a collection. */
+  deleteRecord(id: string): Promise<boolean>;
+
+  /** The snapshot id a name points to, if that snapshot exists. */
+  resolveAlias(name: string): Promise<string | null>;
+  /** Points a name at an existing snapshot, replacing what it pointed to. */
+  setAlias(name: string, id: string): Promise<void>;
+  deleteAlias(name: string): Promise<boolean>;
+  /** Names whose snapshot exists; only those of `id` when given. */
+  listAliases(id?: string): Promise<AliasEntry[]>;
+
+  putLock(name: string, body: LockBody): Promise<void>;
+  listLocks(): Promise<{ name: string; body: LockBody }[]>;
+  deleteLock(name: string): Promise<void>;
+}
+
+export interface ObjectStat {
+  readonly key: string;
+  readonly bytes: number;
+  readonly mtimeMs: number;
+}
+
+// ------------------------------------------------------------------ names and keys
+
+const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
+const LABEL_KEY_RE = /^[A-Za-z0-9_.-]{1,64}$/;
+const LOCK_NAME_RE = /^[a-z]+-[0-9a-f]{8,64}$/;
+/** A blob given as a stream is buffered; larger blobs must come as a file. */
+const MAX_STREAM_BLOB = 64 * 1024 * 1024;
+
+export function isSnapshotId(s: string): boolean {
+  return ID_RE.test(s);
+}
+
+export function checkSnapshotId(id: string): string {
+  if (typeof id !== 'string' || !ID_RE.test(id))
+    throw new SnapshotInvalidError(`bad snapshot id ${JSON.stringify(id)}`);
+  return id;
+}
+
+/** Names are 1–256 printable characters; `/`, spaces and unicode are fine (they are encoded). */
+export function checkAliasName(name: string): string {
+  const control = (c: string) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f;
+  if (typeof name !== 'string' || name.length < 1 || name.length > 256 || [...name].some(control)) {
+    throw new SnapshotInvalidError(`bad snapshot name ${JSON.stringify(name)}`);
+  }
+  return name;
+}
+
+/** encodeURIComponent keeps `.`, so `.` and `..` (and a leading dot) get one more escape. */
+export function encodeAliasName(name: string): string {
+  return encodeURIComponent(checkAliasName(name)).replace(/^\./, '%2E');
+}
+
+export function decodeAliasName(encoded: string): string | null {
+  try {
+    return decodeURIComponent(encoded);
+  } catch {
+    return null;
+  }
+}
+
+export const blobKey = (hash: string) => `blobs/sha256/${hash.slice(0, 2)}/${hash}`;
+export const recordKey = (id: string) => `records/${id}.json`;
+export const aliasKey = (name: string) => `aliases/${encodeAliasName(name)}`;
+export const lockKey = (name: string) => `locks/${name}.json`;
+
+export function checkHash(hash: string): string {
+  if (!isSha256(hash)) throw new SnapshotInvalidError(`bad blob hash ${JSON.stringify(hash)}`);
+  return hash;
+}
+
+export function parseRecord(data: Buffer | string, what: string): SnapshotRecord {
+  let v: unknown;
+  try {
+    v = JSON.parse(data.toString());
+  } catch {
+    throw new SnapshotCorruptError(`record ${what} is not JSON`);
+  }
+  return validateRecord(v, `record ${what}`, SnapshotCorruptError);
+}
+
+/** Checks a record's shape; `E` is the error for a bad one (corrupt when read, invalid when given). */
+export function validateRecord(
+  v: unknown,
+  what: string,
+  E: new (m: string) => SnapshotError = SnapshotInvalidError,
+): SnapshotRecord {
+  const r = v as Record<string, unknown>;
+  const bad = (m: string): never => {
+    throw new E(`${what}: ${m}`);
+  };
+  if (typeof r !== 'object' || r === null || r.format !== RECORD_FORMAT) return bad('unknown format');
+  if (typeof r.id !== 'string' || !ID_RE.test(r.id)) bad('bad id');
+  if (typeof r.createdAt !== 'string' || Number.isNaN(Date.parse(r.createdAt))) bad('bad createdAt');
+  if (r.parent !== undefined && (typeof r.parent !== 'string' || !ID_RE.test(r.parent))) bad('bad parent');
+  const labels = r.labels as Record<string, unknown>;
+  if (typeof labels !== 'object' || labels === null || Array.isArray(labels)) bad('bad labels');
+  for (const [k, val] of Object.entries(labels)) {
+    if (!LABEL_KEY_RE.test(k) || typeof val !== 'string') bad(`bad label ${k}`);
+  }
+  if (typeof r.meta !== 'object' || r.meta === null || Array.isArray(r.meta)) bad('bad meta');
+  if (!isSha256(r.manifest)) bad('bad manifest hash');
+  if (!Number.isSafeInteger(r.bytesTotal) || (r.bytesTotal as number) < 0) bad('bad bytesTotal');
+  return r as unknown as SnapshotRecord;
+}
+
+// ------------------------------------------------------------------ pagination
+
+function encodeToken(r: SnapshotRecord): string {
+  return Buffer.from(JSON.stringify([r.createdAt, r.id])).toString('base64url');
+}
+
+function decodeToken(t: string): [string, string] {
+  try {
+    const v = JSON.parse(Buffer.from(t, 'base64url').toString()) as unknown;
+    if (Array.isArray(v) && v.length === 2 && typeof v[0] === 'string' && typeof v[1] === 'string') {
+      return [v[0], v[1]];
+    }
+  } catch {
+    // fall through
+  }
+  throw new SnapshotInvalidError('bad nextToken');
+}
+
+/** Newest first; ties broken by id so the order (and the tokens) are total. */
+export function compareNewestFirst(a: SnapshotRecord, b: SnapshotRecord): number {
+  if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? 1 : -1;
+  return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+}
+
+/** One page of `records` (any order) matching the filter: pure, shared by both backends. */
+export function pageRecords(all: SnapshotRecord[], filter: RecordFilter, page: PageRequest): RecordPage {
+  const limit = page.limit ?? 100;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+    throw new SnapshotInvalidError('limit must be 1–1000');
+  const matches = (r: SnapshotRecord) =>
+    (filter.parent === undefined || r.parent === filter.parent) &&
+    Object.entries(filter.labels ?? {}).every(([k, v]) => r.labels[k] === v);
+  let list = all.filter(matches).sort(compareNewestFirst);
+  if (page.nextToken) {
+    const [createdAt, id] = decodeToken(page.nextToken);
+    const after = { createdAt, id } as SnapshotRecord;
+    list = list.filter((r) => compareNewestFirst(after, r) < 0);
+  }
+  const records = list.slice(0, limit);
+  const last = records[records.length - 1];
+  return list.length > limit && last ? { records, nextToken: encodeToken(last) } : { records };
+}
+
+// ------------------------------------------------------------------ shared implementation
+
+interface AliasBody {
+  id: string;
+  nonce: string;
+  createdAt: string;
+}
+
+export interface ObjectRepositoryOptions {
+  /**
+   * An alias whose record does not exist is a claim left by a crashed commit once it is older
+   * than this (a live commit writes its record milliseconds after claiming); default 60 s.
+   */
+  readonly staleAliasMs?: number;
+}
+
+async function hashFile(path: string): Promise<{ hash: string; bytes: number }> {
+  const h = createHash('sha256');
+  let bytes = 0;
+  for await (const c of createReadStream(path)) {
+    h.update(c as Buffer);
+    bytes += (c as Buffer).length;
+  }
+  return { hash: h.digest('hex'), bytes };
+}
+
+export async function collect(stream: Readable, max = Infinity): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  for await (const c of stream) {
+    const b = typeof c === 'string' ? Buffer.from(c) : (c as Buffer);
+    n += b.length;
+    if (n > max) {
+      stream.destroy();
+      throw new SnapshotInvalidError(`stream larger than ${max} bytes: pass a file instead`);
+    }
+    parts.push(b);
+  }
+  return Buffer.concat(parts);
+}
+
+/**
+ * The catalogue logic both backends share, over a handful of object primitives each backend
+ * implements with its own atomicity guarantees (see posix-repository.ts and oss-repository.ts).
+ */
+export abstract class ObjectRepository implements Repository {
+  abstract readonly backend: 'posix_fs' | 'oss';
+  abstract readonly location: string;
+  private readonly staleAliasMs: number;
+  /** Records never change once written: cache them (bounded) so listing reads only new ones. */
+  private readonly recordCache = new Map<string, SnapshotRecord>();
+
+  constructor(opts: ObjectRepositoryOptions = {}) {
+    this.staleAliasMs = opts.staleAliasMs ?? 60_000;
+  }
+
+  abstract open(): Promise<void>;
+  abstract close(): Promise<void>;
+
+  /**
+   * Writes an object in one atomic step (readers see the old or the new content, never a part).
+   * `exclusive`: only if the key does not exist; returns false (writing nothing) when it does.
+   */
+  protected abstract putObject(
+    key: string,
+    body: Buffer | { readonly path: string },
+    opts: { exclusive: boolean },
+  ): Promise<boolean>;
+  protected abstract getObject(key: string): Promise<{ data: Buffer; mtimeMs: number } | null>;
+  protected abstract openObject(key: string): Promise<Readable | null>;
+  protected abstract statObject(key: string): Promise<ObjectStat | null>;
+  /** Every object whose key starts with `prefix` (a folder, ending in `/`), in any order. */
+  protected abstract listObjects(prefix: string): AsyncIterable<ObjectStat>;
+  /** Missing is fine. */
+  protected abstract deleteObject(key: string): Promise<void>;
+  /** Makes every blob written so far durable before a record refers to them. */
+  protected async flush(): Promise<void> {}
+
+  // ------------------------------------------------ blobs
+
+  async hasBlob(hash: string): Promise<boolean> {
+    return (await this.statObject(blobKey(checkHash(hash)))) !== null;
+  }
+
+  async putBlob(hash: string, source: BlobSource): Promise<{ bytes: number }> {
+    checkHash(hash);
+    let body: Buffer | { path: string };
+    let actual: string;
+    let bytes: number;
+    if (Buffer.isBuffer(source)) {
+      body = source;
+      actual = sha256(source);
+      bytes = source.length;
+    } else if ('path' in source && typeof source.path === 'string' && !('pipe' in source)) {
+      body = { path: source.path };
+      ({ hash: actual, bytes } = await hashFile(source.path));
+    } else {
+      body = await collect(source as Readable, MAX_STREAM_BLOB);
+      actual = sha256(body);
+      bytes = body.length;
+    }
+    if (actual !== hash) throw new SnapshotInvalidError(`blob content has sha256 ${actual}, not ${hash}`);
+    await this.putObject(blobKey(hash), body, { exclusive: false });
+    return { bytes };
+  }
+
+  async getBlob(hash: string): Promise<Readable> {
+    const s = await this.openObject(blobKey(checkHash(hash)));
+    if (!s) throw new SnapshotCorruptError(`blob ${hash} is missing from ${this.location}`);
+    return s;
+  }
+
+  async readBlob(hash: string): Promise<Buffer> {
+    const data = await collect(await this.getBlob(hash));
+    const actual = sha256(data);
+    if (actual !== hash) {
+      throw new SnapshotCorruptError(
+        `blob ${hash} in ${this.location} is corrupted (its content hashes to ${actual})`,
+      );
+    }
+    return data;
+  }
+
+  async deleteBlob(hash: string): Promise<void> {
+    await this.deleteObject(blobKey(checkHash(hash)));
+  }
+
+  async *listBlobs(): AsyncIterable<BlobInfo> {
+    for await (const o of this.listObjects('blobs/sha256/')) {
+      const hash = o.key.slice(o.key.lastIndexOf('/') + 1);
+      if (isSha256(hash) && o.key === blobKey(hash)) yield { hash, bytes: o.bytes, mtimeMs: o.mtimeMs };
+    }
+  }
+
+  // ------------------------------------------------ records
+
+  async getRecord(id: string): Promise<SnapshotRecord | null> {
+    if (!ID_RE.test(id)) return null;
+    const cached = this.recordCache.get(id);
+    if (cached) {
+      // Cheap existence check: a deleted record must not come back from the cache.
+      if (await this.statObject(recordKey(id))) return cached;
+      this.recordCache.delete(id);
+      return null;
+    }
+    return this.loadRecord(id);
+  }
+
+  private async loadRecord(id: string): Promise<SnapshotRecord | null> {
+    const o = await this.getObject(recordKey(id));
+    if (!o) return null;
+    const r = parseRecord(o.data, id);
+    if (r.id !== id) throw new SnapshotCorruptError(`record ${id} holds id ${r.id}`);
+    if (this.recordCache.size >= 10_000) {
+      const oldest = this.recordCache.keys().next().value;
+      if (oldest !== undefined) this.recordCache.delete(oldest);
+    }
+    this.recordCache.set(id, r);
+    return r;
+  }
+
+  private async allRecords(): Promise<SnapshotRecord[]> {
+    const ids: string[] = [];
+    for await (const o of this.listObjects('records/')) {
+      const m = /^records\/([^/]+)\.json$/.exec(o.key);
+      if (m?.[1] && ID_RE.test(m[1])) ids.push(m[1]);
+    }
+    const live = new Set(ids);
+    for (const id of this.recordCache.keys()) if (!live.has(id)) this.recordCache.delete(id);
+    const out: SnapshotRecord[] = [];
+    const missing = ids.filter((id) => {
+      const r = this.recordCache.get(id);
+      if (r) out.push(r);
+      return !r;
+    });
+    await forEachLimit(missing, 16, async (id) => {
+      const r = await this.loadRecord(id).catch((e: unknown) => {
+        if (e instanceof SnapshotCorruptError) return null; // listed, but unreadable: skip it
+        throw e;
+      });
+      if (r) out.push(r);
+    });
+    return out;
+  }
+
+  async listRecords(filter: RecordFilter = {}, page: PageRequest = {}): Promise<RecordPage> {
+    if (filter.alias !== undefined) {
+      const id = await this.resolveAlias(filter.alias);
+      const r = id ? await this.getRecord(id) : null;
+      return pageRecords(r ? [r] : [], filter, page);
+    }
+    return pageRecords(await this.allRecords(), filter, page);
+  }
+
+  async commit(record: SnapshotRecord, aliases: readonly string[] = []): Promise<void> {
+    validateRecord(record, `record ${record.id}`);
+    const names = [...new Set(aliases.map(checkAliasName))];
+    const claimed: string[] = [];
+    await this.flush();
+    try {
+      for (const name of names) {
+        await this.claimAlias(name, record.id);
+        claimed.push(name);
+      }
+      // The commit point: one atomic, exclusive write of the record.
+      const body = Buffer.from(JSON.stringify(record));
+      if (!(await this.putObject(recordKey(record.id), body, { exclusive: true }))) {
+        // The same record is there: an earlier attempt of this commit got through after all.
+        const existing = await this.getObject(recordKey(record.id));
+        if (!existing?.data.equals(body))
+          throw new SnapshotError('exists', `snapshot ${record.id} already exists`);
+      }
+    } catch (e) {
+      for (const name of claimed) await this.releaseAlias(name, record.id).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  async deleteRecord(id: string): Promise<boolean> {
+    if (!ID_RE.test(id) || !(await this.statObject(recordKey(id)))) return false;
+    // Names first: a crash in between leaves a record without names, never a name without record
+    // that a reader could trust.
+    for (const a of await this.readAliases()) if (a.id === id) await this.deleteObject(aliasKey(a.name));
+    await this.deleteObject(recordKey(id));
+    this.recordCache.delete(id);
+    return true;
+  }
+
+  // ------------------------------------------------ aliases
+
+  private async readAlias(name: string): Promise<(AliasBody & { mtimeMs: number }) | null> {
+    const o = await this.getObject(aliasKey(name));
+    if (!o) return null;
+    try {
+      const body = JSON.parse(o.data.toString()) as AliasBody;
+      if (typeof body.id !== 'string') return null;
+      return { ...body, mtimeMs: o.mtimeMs };
+    } catch {
+      return null;
+    }
+  }
+
+  private aliasBody(id: string): Buffer {
+    const body: AliasBody = {
+      id,
+      nonce: randomBytes(8).toString('hex'),
+      createdAt: new Date().toISOString(),
+    };
+    return Buffer.from(JSON.stringify(body));
+  }
+
+  private async recordExists(id: string): Promise<boolean> {
+    return ID_RE.test(id) && (await this.statObject(recordKey(id))) !== null;
+  }
+
+  /**
+   * Takes a name for `id` with an exclusive create. A name held by an existing snapshot is taken;
+   * a name whose snapshot does not exist is a claim of a commit in progress (fresh) or of one
+   * that crashed (older than staleAliasMs), which is replaced. Two processes replacing the same
+   * stale claim at the same instant may both believe they hold it (the later write wins): that
+   * needs a crash and then a race on the same name.
+   */
+  private async claimAlias(name: string, id: string): Promise<void> {
+    const key = aliasKey(name);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (await this.putObject(key, this.aliasBody(id), { exclusive: true })) return;
+      const cur = await this.readAlias(name);
+      if (!cur) continue; // deleted meanwhile (or unreadable): try again
+      if (cur.id === id) return;
+      if (await this.recordExists(cur.id)) throw new AliasTakenError(name, cur.id);
+      if (Date.now() - cur.mtimeMs < this.staleAliasMs) throw new AliasTakenError(name, cur.id);
+      await this.deleteObject(key);
+    }
+    throw new SnapshotError('busy', `could not take the name ${JSON.stringify(name)}: it keeps changing`);
+  }
+
+  private async releaseAlias(name: string, id: string): Promise<void> {
+    const cur = await this.readAlias(name);
+    if (cur?.id === id) await this.deleteObject(aliasKey(name));
+  }
+
+  async resolveAlias(name: string): Promise<string | null> {
+    const cur = await this.readAlias(checkAliasName(name));
+    return cur && (await this.recordExists(cur.id)) ? cur.id : null;
+  }
+
+  async setAlias(name: string, id: string): Promise<void> {
+    checkAliasName(name);
+    if (!(await this.recordExists(checkSnapshotId(id)))) throw new SnapshotNotFoundError(id);
+    await this.putObject(aliasKey(name), this.aliasBody(id), { exclusive: false });
+  }
+
+  async deleteAlias(name: string): Promise<boolean> {
+    const cur = await this.readAlias(checkAliasName(name));
+    if (!cur) return false;
+    await this.deleteObject(aliasKey(name));
+    return true;
+  }
+
+  private async readAliases(): Promise<AliasEntry[]> {
+    const names: string[] = [];
+    for await (const o of this.listObjects('aliases/')) {
+      const name = decodeAliasName(o.key.slice('aliases/'.length));
+      if (name !== null) names.push(name);
+    }
+    const out: AliasEntry[] = [];
+    await forEachLimit(names, 16, async (name) => {
+      const a = await this.readAlias(name);
+      if (a) out.push({ name, id: a.id });
+    });
+    return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  async listAliases(id?: string): Promise<AliasEntry[]> {
+    const all = (await this.readAliases()).filter((a) => id === undefined || a.id === id);
+    const exists = new Map<string, boolean>();
+    for (const a of all) if (!exists.has(a.id)) exists.set(a.id, await this.recordExists(a.id));
+    return all.filter((a) => exists.get(a.id));
+  }
+
+  // ------------------------------------------------ locks
+
+  async putLock(name: string, body: LockBody): Promise<void> {
+    if (!LOCK_NAME_RE.test(name)) throw new SnapshotInvalidError(`bad lock name ${name}`);
+    await this.putObject(lockKey(name), Buffer.from(JSON.stringify(body)), { exclusive: false });
+  }
+
+  async listLocks(): Promise<{ name: string; body: LockBody }[]> {
+    const out: { name: string; body: LockBody }[] = [];
+    for await (const o of this.listObjects('locks/')) {
+      const m = /^locks\/([^/]+)\.json$/.exec(o.key);
+      if (!m?.[1] || !LOCK_NAME_RE.test(m[1])) continue;
+      const got = await this.getObject(o.key);
+      if (!got) continue;
+      try {
+        out.push({ name: m[1], body: JSON.parse(got.data.toString()) as LockBody });
+      } catch {
+        // being written by a backend without atomic puts, or garbage: not a lock
+      }
+    }
+    return out;
+  }
+
+  async deleteLock(name: string): Promise<void> {
+    if (!LOCK_NAME_RE.test(name)) throw new SnapshotInvalidError(`bad lock name ${name}`);
+    await this.deleteObject(lockKey(name));
+  }
+}
+
+/** Runs `fn` over `items` with at most `limit` calls in flight; the first failure is thrown. */
+export async function forEachLimit<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    while (!failed && next < items.length) {
+      const i = next++;
+      try {
+        await fn(items[i] as T, i);
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
