@@ -14,7 +14,8 @@ import { SandboxWarmPool } from './orchestrator/warm-pool.js';
 import { GvisorDriver } from './runtime/gvisor/driver.js';
 import { SandboxStore } from './store/sandbox-store.js';
 import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
-import { LocalSnapshotCatalog } from './templates/local-snapshots.js';
+import { RepositorySnapshotCatalog } from './templates/repository-snapshots.js';
+import { openSnapshotRepository } from './templates/snapshot-repository.js';
 import { TemplateResolver } from './templates/resolver.js';
 
 const version = (
@@ -62,7 +63,8 @@ async function main(): Promise<void> {
     logger,
   });
 
-  const snapshots = new LocalSnapshotCatalog(path.join(home, 'snapshots'));
+  const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
+  const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
   const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),

@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, STATUS } from '../errors.js';
 import { NetworkError } from '../network/errors.js';
+import { SNAPSHOT_ERROR_KIND, SnapshotError } from '../snapshot/errors.js';
 
 /** The single place errors become HTTP responses: `{code, message}` plus Retry-After. */
 export function errorBody(err: unknown): {
@@ -15,6 +16,10 @@ export function errorBody(err: unknown): {
       body: { code: status, message: err.message },
       ...(err.retryAfter ? { retryAfter: err.retryAfter } : {}),
     };
+  }
+  if (err instanceof SnapshotError) {
+    const status = STATUS[SNAPSHOT_ERROR_KIND[err.code]];
+    return { status, body: { code: status, message: err.message } };
   }
   if (err instanceof NetworkError) {
     const client = err.code === 'INVALID_CIDR' || err.code === 'DOMAIN_NOT_SUPPORTED';

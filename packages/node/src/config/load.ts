@@ -47,6 +47,8 @@ export function defaults(env: Env): NodeConfig {
     fork: { maxChildren: 16 },
     pool: { size: 2 },
     sandboxProxy: { domains: [] },
+    snapshot: { repositoryBackend: 'posix_fs', localCachePath: '', cacheCapacityGb: 20 },
+    backend: { posixFs: { snapshotStore: '' } },
     network: {
       alwaysDeniedCidrs: [...DEFAULT_ALWAYS_DENIED],
       hostRange: '10.201.0.0/16',
@@ -80,6 +82,7 @@ export function envOverrides(env: Env): Json {
   }
   if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
   if (env.AENV_MAX_SANDBOXES) set(['orchestrator', 'maxSandboxes'], Number(env.AENV_MAX_SANDBOXES));
+  if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
@@ -121,6 +124,9 @@ export function loadConfig(env: Env = process.env): NodeConfig {
     throw new ConfigError(`invalid configuration at ${e.instancePath || '/'}: ${e.message}`);
   }
   const config = merged as unknown as NodeConfig;
+  // Paths under the home directory follow it unless set on their own.
+  config.snapshot.localCachePath ||= path.join(config.homePath, 'snapshot-cache');
+  config.backend.posixFs.snapshotStore ||= path.join(config.homePath, 'snapshot-store');
   parseListenAddress(config.apiAddr);
   return config;
 }

@@ -23,6 +23,27 @@ export const NodeConfigSchema = Type.Object({
   fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
   pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),
   sandboxProxy: Type.Object({ domains: Type.Array(Type.String({ minLength: 1 })) }),
+  snapshot: Type.Object({
+    repositoryBackend: Type.Union([Type.Literal('posix_fs'), Type.Literal('oss')]),
+    /** Where this node rebuilds snapshots for restores (bounded, least recently used evicted). */
+    localCachePath: Type.String(),
+    cacheCapacityGb: Type.Number({ exclusiveMinimum: 0 }),
+  }),
+  backend: Type.Object({
+    posixFs: Type.Object({ snapshotStore: Type.String() }),
+    oss: Type.Optional(
+      Type.Object({
+        endpoint: Type.Optional(Type.String()),
+        bucket: Type.String({ minLength: 1 }),
+        region: Type.Optional(Type.String()),
+        prefix: Type.Optional(Type.String()),
+        addressingStyle: Type.Optional(Type.Union([Type.Literal('path'), Type.Literal('virtual')])),
+        accessKeyId: Type.Optional(Type.String()),
+        accessKeySecret: Type.Optional(Type.String()),
+        credentialProcess: Type.Optional(Type.String()),
+      }),
+    ),
+  }),
   network: Type.Object({
     alwaysDeniedCidrs: Type.Array(Cidr),
     /** Host-side addresses of this node's sandboxes; two nodes on one machine need different ranges. */

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/schema.js';
 import { ApiError, conflict, invalid, notFound, STATUS } from '../errors.js';
 import { readCapture } from '../runtime/capture.js';
+import { SnapshotError } from '../snapshot/errors.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
 import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
 import type { SandboxStore } from '../store/sandbox-store.js';
@@ -166,7 +167,11 @@ export class Orchestrator {
 
   private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
     const template = await this.d.templates.resolve(input.templateId);
-    return this.launch(template, input, template.snapshotId ? undefined : this.d.pool);
+    try {
+      return await this.launch(template, input, template.snapshotId ? undefined : this.d.pool);
+    } finally {
+      template.release?.();
+    }
   }
 
   /** A new sandbox record from a template or snapshot, started and initialised. */
@@ -290,9 +295,9 @@ export class Orchestrator {
         const current = this.d.store.get(id);
         if (current?.state === t.during)
           this.d.store.compareAndSet({ ...current, state: rec.state }, t.during);
-        throw err instanceof ApiError
-          ? err
-          : new ApiError('internal', `${op} failed: ${(err as Error).message}`);
+        // Typed errors the API maps itself (repository unavailable, name taken, …) pass through.
+        if (err instanceof ApiError || err instanceof SnapshotError) throw err;
+        throw new ApiError('internal', `${op} failed: ${(err as Error).message}`);
       }
     });
   }

@@ -13,6 +13,8 @@ export interface ResolvedTemplate {
   envdToken?: string;
   /** Set when the template is a snapshot: its id. */
   snapshotId?: string;
+  /** Lets go of the capture once sandboxes have been restored from it (cache pin). */
+  release?: () => void;
 }
 
 /** A snapshot: a captured running sandbox that new sandboxes start from. */
@@ -39,7 +41,10 @@ export interface SnapshotCatalog {
     envdToken?: string,
   ): Promise<SnapshotInfo>;
   /** By id or name; undefined when unknown. */
-  find(idOrName: string): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string } | undefined>;
+  /** `release` must be called once the capture has been restored from. */
+  find(
+    idOrName: string,
+  ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined>;
   list(filter: { sandboxId?: string; name?: string }): Promise<SnapshotInfo[]>;
   /** False when unknown. */
   delete(idOrName: string): Promise<boolean>;

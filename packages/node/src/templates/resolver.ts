@@ -17,6 +17,7 @@ export class TemplateResolver implements TemplateCatalog {
       defaults: { cpuCount: info.cpuCount, memoryMB: info.memoryMB, diskSizeMB: info.diskSizeMB },
       envdVersion: info.envdVersion,
       snapshotId: info.snapshotID,
+      ...(snap.release ? { release: snap.release } : {}),
       ...(snap.envdToken ? { envdToken: snap.envdToken } : {}),
     };
   }

@@ -1,29 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  API_KEY,
-  cleanSandboxes,
-  removeState,
-  startServer,
-  type TestServer,
-  URL_BASE,
-} from './server-fixture.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { api, API_KEY, URL_BASE, useTestServer } from './server-fixture.js';
 
-let server: TestServer;
 let sandboxId: string;
 
+useTestServer();
 beforeAll(async () => {
-  removeState();
-  server = await startServer();
   const r = await api('POST', '/sandboxes', { templateID: 'base', timeout: 120 });
   expect(r.status).toBe(201);
   sandboxId = r.json.sandboxID as string;
-});
-
-afterAll(async () => {
-  await cleanSandboxes().catch(() => undefined);
-  await server?.stop();
-  removeState();
 });
 
 const CONTROL: [string, string][] = [

@@ -1,20 +1,12 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, removeState, RUNTIME_PATH, startServer, type TestServer } from './server-fixture.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { api, RUNTIME_PATH, useTestServer } from './server-fixture.js';
 
-let server: TestServer;
-
+useTestServer({ AENV_POOL_SIZE: '0' });
 beforeAll(async () => {
-  removeState();
-  server = await startServer({ AENV_POOL_SIZE: '0' });
   const warm = await api('POST', '/v2/sandboxes', { templateID: 'base' });
   await api('DELETE', `/sandboxes/${warm.json.sandboxID as string}`);
-});
-
-afterAll(async () => {
-  await server?.stop();
-  removeState();
 });
 
 const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });

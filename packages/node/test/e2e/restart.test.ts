@@ -1,34 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  cleanSandboxes,
-  removeState,
-  RUNTIME_PATH,
-  startServer,
-  type TestServer,
-  useSdkEnv,
-} from './server-fixture.js';
+import { describe, expect, it } from 'vitest';
+import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from './server-fixture.js';
 
-let server: TestServer;
+const node = useTestServer();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-beforeAll(async () => {
-  removeState();
-  server = await startServer();
-  useSdkEnv();
-});
-
-afterAll(async () => {
-  await cleanSandboxes().catch(() => undefined);
-  await server?.stop();
-  removeState();
-});
-
 async function restart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string> = {}): Promise<void> {
-  await server.stop(signal);
-  server = await startServer(env);
+  await node.server.stop(signal);
+  node.server = await startServer(env);
 }
 
 /** runsc sandboxes of the test node's runtime dir that are still alive. */
@@ -87,9 +67,9 @@ describe('node restarts', () => {
       await sbx.files.write('/tmp/mark', 'm');
       const pausing = api('POST', `/sandboxes/${sbx.sandboxId}/pause`).catch(() => undefined);
       await sleep(delay);
-      await server.stop('SIGKILL');
+      await node.server.stop('SIGKILL');
       await pausing;
-      server = await startServer();
+      node.server = await startServer();
       const r = await api('GET', `/sandboxes/${sbx.sandboxId}`);
       if (r.status === 404) continue;
       expect(r.json.state).toBe('paused');

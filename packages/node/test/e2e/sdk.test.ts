@@ -1,33 +1,15 @@
 import { request } from 'node:http';
 import { CommandExitError, Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  cleanSandboxes,
-  DOMAIN,
-  PORT,
-  removeState,
-  startServer,
-  type TestServer,
-  useSdkEnv,
-} from './server-fixture.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { api, DOMAIN, PORT, useTestServer } from './server-fixture.js';
 
-let server: TestServer;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+useTestServer();
 beforeAll(async () => {
-  removeState();
-  server = await startServer();
-  useSdkEnv();
   // The first create waits for the base template (built once per machine).
   const warm = await Sandbox.create({ timeoutMs: 60_000 });
   await warm.kill();
-});
-
-afterAll(async () => {
-  await cleanSandboxes().catch(() => undefined);
-  await server?.stop();
-  removeState();
 });
 
 /** GET through the node's proxy with a `{port}-{id}.{domain}` Host, as a browser would. */

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll } from 'vitest';
 
 const SERVER = fileURLToPath(new URL('../../bin/aenv-server.js', import.meta.url));
 
@@ -126,6 +127,26 @@ export async function cleanSandboxes(): Promise<void> {
 }
 
 export function removeState(): void {
-  for (const d of ['state', 'captures', 'snapshots'])
+  for (const d of ['state', 'captures', 'snapshot-store', 'snapshot-cache'])
     rmSync(`${TEST_HOME}/${d}`, { recursive: true, force: true });
+}
+
+/**
+ * One server for the test file: started before its tests with fresh state, with the E2B SDK
+ * pointed at it, and stopped afterwards leaving no sandboxes, snapshots or state behind.
+ * `ctx.server` may be replaced by tests that restart the node.
+ */
+export function useTestServer(env: Record<string, string> = {}): { server: TestServer } {
+  const ctx = {} as { server: TestServer };
+  beforeAll(async () => {
+    removeState();
+    ctx.server = await startServer(env);
+    useSdkEnv();
+  });
+  afterAll(async () => {
+    await cleanSandboxes().catch(() => undefined);
+    await ctx.server?.stop();
+    removeState();
+  });
+  return ctx;
 }

@@ -1,31 +1,10 @@
 import { Sandbox } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  cleanSandboxes,
-  removeState,
-  startServer,
-  type TestServer,
-  useSdkEnv,
-} from './server-fixture.js';
+import { describe, expect, it } from 'vitest';
+import { api, useTestServer } from './server-fixture.js';
 
-let server: TestServer;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-beforeAll(async () => {
-  removeState();
-  server = await startServer({ AENV_POOL_SIZE: '0' });
-  useSdkEnv();
-});
-
-afterAll(async () => {
-  await cleanSandboxes().catch(() => undefined);
-  const snaps = await api('GET', '/snapshots');
-  for (const s of (snaps.json ?? []) as { snapshotID: string }[])
-    await api('DELETE', `/templates/${s.snapshotID}`);
-  await server?.stop();
-  removeState();
-});
+useTestServer({ AENV_POOL_SIZE: '0' });
 
 /** A background process holding a value in memory, served over a file on request. */
 async function startCounter(sbx: Sandbox): Promise<void> {

@@ -1,0 +1,92 @@
+import { conflict } from '../errors.js';
+import type { SnapshotCatalog, SnapshotInfo } from '../orchestrator/seams.js';
+import { AliasTakenError, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
+import type { SnapshotRecord } from '../snapshot/repository.js';
+import type { Capture } from '../runtime/driver.js';
+
+interface Meta {
+  info: SnapshotInfo;
+  envdToken?: string;
+}
+
+const metaOf = (r: SnapshotRecord) => r.meta as unknown as Meta;
+
+/**
+ * Snapshots in the snapshot repository (posix_fs or S3), shared by every node that points at it:
+ * captures are stored as content-defined chunks (only what the repository lacks is written) and
+ * rebuilt on demand into this node's bounded runtime cache.
+ */
+export class RepositorySnapshotCatalog implements SnapshotCatalog {
+  constructor(
+    private readonly store: SnapshotStore,
+    private readonly cache: RuntimeCache,
+  ) {}
+
+  async save(
+    captureDir: string,
+    base: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt'>,
+    envdToken?: string,
+  ): Promise<SnapshotInfo> {
+    const now = new Date().toISOString();
+    const previous = (
+      await this.store.repository.listRecords({ labels: { sandboxId: base.sourceSandboxId } }, { limit: 1 })
+    ).records[0];
+    let stored;
+    try {
+      stored = await this.store.storeCapture(captureDir, {
+        ...(previous ? { parent: previous.id } : {}),
+        labels: { sandboxId: base.sourceSandboxId, kind: 'snapshot' },
+        aliases: base.names,
+        meta: {
+          info: { ...base, snapshotID: '', createdAt: now, updatedAt: now },
+          ...(envdToken ? { envdToken } : {}),
+        },
+      });
+    } catch (e) {
+      if (e instanceof AliasTakenError) throw conflict(e.message);
+      throw e;
+    }
+    const info: SnapshotInfo = { ...base, snapshotID: stored.snapshotId, createdAt: now, updatedAt: now };
+    // The capture is already on this node: keep it as the cache entry instead of rebuilding it.
+    await this.cache.adopt(stored.snapshotId, captureDir);
+    return info;
+  }
+
+  async find(
+    idOrName: string,
+  ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined> {
+    const record = await this.store.resolve(idOrName);
+    if (!record) return undefined;
+    const { capture, release } = await this.cache.acquire(record.id);
+    const meta = metaOf(record);
+    return {
+      info: { ...meta.info, snapshotID: record.id },
+      capture,
+      release,
+      ...(meta.envdToken ? { envdToken: meta.envdToken } : {}),
+    };
+  }
+
+  async list(filter: { sandboxId?: string; name?: string }): Promise<SnapshotInfo[]> {
+    const labels = { kind: 'snapshot', ...(filter.sandboxId ? { sandboxId: filter.sandboxId } : {}) };
+    const out: SnapshotInfo[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await this.store.repository.listRecords(
+        { labels, ...(filter.name ? { alias: filter.name } : {}) },
+        { limit: 1000, ...(nextToken ? { nextToken } : {}) },
+      );
+      out.push(...page.records.map((r) => ({ ...metaOf(r).info, snapshotID: r.id })));
+      nextToken = page.nextToken;
+    } while (nextToken);
+    return out;
+  }
+
+  async delete(idOrName: string): Promise<boolean> {
+    const record = await this.store.resolve(idOrName);
+    if (!record) return false;
+    await this.store.deleteSnapshot(record.id);
+    await this.cache.remove(record.id).catch(() => undefined);
+    return true;
+  }
+}
