@@ -3,7 +3,16 @@ import tseslint from 'typescript-eslint';
 import prettier from 'eslint-config-prettier';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/dist-tools/**', '**/dist-tools.partial-*/**', '**/node_modules/**', 'packages/protocol/src/gen/**', '**/*.d.ts'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/dist-tools/**',
+      '**/dist-tools.partial-*/**',
+      '**/node_modules/**',
+      'packages/protocol/src/gen/**',
+      '**/*.d.ts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   prettier,

@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-// AENV_TEST_ENVD_MAIN runs the same tests against another build of envd (e.g. the tools bundle).
+// AENV_TEST_ENVD_MAIN runs the same tests against another build of envd (e.g. a bundle).
 const MAIN = process.env.AENV_TEST_ENVD_MAIN ?? fileURLToPath(new URL('../../dist/main.js', import.meta.url));
 export const ENVD_PORT = 49983;
 export const ENVD_URL = `http://127.0.0.1:${ENVD_PORT}`;
