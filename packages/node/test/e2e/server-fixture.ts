@@ -16,19 +16,24 @@ const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
  */
 const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
 export const TEST_HOME = INSTANCE ? `${SHARED_HOME}/instances/${INSTANCE}` : SHARED_HOME;
+/** The snapshot repository of this file's node (posix_fs), which a second node may share. */
+export const SNAPSHOT_STORE = `${TEST_HOME}/snapshot-store`;
 export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);
 export const PORT = 18000 + INSTANCE;
 export const URL_BASE = `http://127.0.0.1:${PORT}`;
 export const DOMAIN = 'aenv.test';
 export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
 
-function prepareHome(): void {
-  if (!INSTANCE) return;
-  mkdirSync(TEST_HOME, { recursive: true });
+const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
+export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
+
+function prepareHome(instance: number): void {
+  if (!instance) return;
+  const home = homeOf(instance);
+  mkdirSync(home, { recursive: true });
   for (const shared of ['layers', 'templates']) {
     mkdirSync(`${SHARED_HOME}/${shared}`, { recursive: true });
-    if (!existsSync(`${TEST_HOME}/${shared}`))
-      symlinkSync(`${SHARED_HOME}/${shared}`, `${TEST_HOME}/${shared}`);
+    if (!existsSync(`${home}/${shared}`)) symlinkSync(`${SHARED_HOME}/${shared}`, `${home}/${shared}`);
   }
 }
 
@@ -39,19 +44,26 @@ export interface TestServer {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
 }
 
-/** Starts aenv-server on 127.0.0.1:18000 with its own network tag and range, and waits for /health. */
-export async function startServer(env: Record<string, string> = {}): Promise<TestServer> {
-  prepareHome();
+/**
+ * Starts aenv-server on 127.0.0.1:18000 (+ instance) with its own network tag and range, and
+ * waits for /health. Another instance number gives a second node beside this file's.
+ */
+export async function startServer(
+  env: Record<string, string> = {},
+  instance = INSTANCE,
+): Promise<TestServer> {
+  prepareHome(instance);
+  const url = urlOf(instance);
   let out = '';
   const child = spawn(process.execPath, [SERVER], {
     env: {
       ...process.env,
-      API_ADDR: `127.0.0.1:${PORT}`,
-      AENV_HOME_PATH: TEST_HOME,
-      AENV_RUNTIME_PATH: RUNTIME_PATH,
+      API_ADDR: `127.0.0.1:${18000 + instance}`,
+      AENV_HOME_PATH: homeOf(instance),
+      AENV_RUNTIME_PATH: `/run/aenv-e2e${instance || ''}`,
       AENV_API_KEY: API_KEY,
-      AENV_NETWORK_NODE_TAG: `e2e${INSTANCE || ''}`,
-      AENV_NETWORK_HOST_RANGE: `10.${203 - INSTANCE * 10}.0.0/16`,
+      AENV_NETWORK_NODE_TAG: `e2e${instance || ''}`,
+      AENV_NETWORK_HOST_RANGE: `10.${203 - instance * 10}.0.0/16`,
       AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
       AENV_POOL_SIZE: '2',
       AENV_LOG_LEVEL: 'warn',
@@ -65,7 +77,7 @@ export async function startServer(env: Record<string, string> = {}): Promise<Tes
   const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`aenv-server exited with ${child.exitCode}:\n${out}`);
-    const ok = await fetch(`${URL_BASE}/health`).then(
+    const ok = await fetch(`${url}/health`).then(
       (r) => r.status === 204,
       () => false,
     );

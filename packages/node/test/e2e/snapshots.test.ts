@@ -1,6 +1,18 @@
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
-import { api, useTestServer } from './server-fixture.js';
+import { rmSync } from 'node:fs';
+import {
+  api,
+  API_KEY,
+  SNAPSHOT_STORE,
+  startServer,
+  TEST_HOME,
+  urlOf,
+  useTestServer,
+} from './server-fixture.js';
+
+/** The second node of the cross-node test: an instance number no other test uses. */
+const INSTANCE_B = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 5;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -134,6 +146,43 @@ describe('fork', () => {
       expect((await api('POST', '/sandboxes/nosuchsandbox/fork', { count: 1 })).status).toBe(404);
     } finally {
       await parent.kill();
+    }
+  });
+});
+
+describe('two nodes sharing a posix_fs snapshot repository', () => {
+  it('starts a sandbox on node B from a snapshot taken on node A', async () => {
+    const other = INSTANCE_B;
+    const b = await startServer({ AENV_POOL_SIZE: '0', AENV_SNAPSHOT_STORE: SNAPSHOT_STORE }, other);
+    const onB = (method: string, path: string, body?: unknown) =>
+      fetch(`${urlOf(other)}${path}`, {
+        method,
+        headers: { 'x-api-key': API_KEY, ...(body ? { 'content-type': 'application/json' } : {}) },
+        ...(body ? { body: JSON.stringify(body) } : {}),
+      });
+    try {
+      const src = await Sandbox.create();
+      await src.files.write('/home/user/tag', 'made-on-a');
+      const snap = await src.createSnapshot();
+      await src.kill();
+      const listed = (await (await onB('GET', '/snapshots')).json()) as { snapshotID: string }[];
+      expect(listed.map((s) => s.snapshotID)).toContain(snap.snapshotId);
+      const created = await onB('POST', '/sandboxes', { templateID: snap.snapshotId });
+      expect(created.status).toBe(201);
+      const child = (await created.json()) as { sandboxID: string };
+      const read = await fetch(`${urlOf(other)}/files?path=/home/user/tag&username=user`, {
+        headers: { 'e2b-sandbox-id': child.sandboxID, 'e2b-sandbox-port': '49983' },
+      });
+      expect(await read.text()).toBe('made-on-a');
+      expect((await onB('DELETE', `/sandboxes/${child.sandboxID}`)).status).toBe(204);
+      expect((await onB('DELETE', `/templates/${snap.snapshotId}`)).status).toBe(204);
+      expect((await api('GET', `/snapshots/${snap.snapshotId}`)).status).toBe(404);
+    } finally {
+      await b.stop();
+      rmSync(`${TEST_HOME.replace(/\/instances\/\d+$/, '')}/instances/${other}`, {
+        recursive: true,
+        force: true,
+      });
     }
   });
 });
