@@ -1,0 +1,2 @@
+export { buildProgram } from './program.js';
+export { VERSION } from './version.js';
