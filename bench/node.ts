@@ -26,19 +26,15 @@ const { values } = parseArgs({
 const N = Number(values.creates);
 const RES = { cpuCount: 2, memoryMB: 1024, diskSizeMB: 2048 };
 
+/** The newest ready-state capture of the base template (what the server restores). */
 async function templateCapture(): Promise<string> {
   const dir = path.join(TEST_HOME, 'templates');
-  const { readdir } = await import('node:fs/promises');
-  for (const d of await readdir(dir)) {
-    if (d.startsWith('.')) continue;
+  const { readdir, stat } = await import('node:fs/promises');
+  const dirs = (await readdir(dir)).filter((d) => !d.startsWith('.'));
+  const dated = await Promise.all(dirs.map(async (d) => ({ d, t: (await stat(path.join(dir, d))).mtimeMs })));
+  for (const { d } of dated.sort((a, b) => b.t - a.t)) {
     const c = path.join(dir, d, 'capture');
-    if (
-      await readCapture(c).then(
-        () => true,
-        () => false,
-      )
-    )
-      return c;
+    if (await readCapture(c).then(() => true, () => false)) return c;
   }
   throw new Error('no base template capture: start aenv-server once first');
 }
