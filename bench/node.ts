@@ -34,7 +34,13 @@ async function templateCapture(): Promise<string> {
   const dated = await Promise.all(dirs.map(async (d) => ({ d, t: (await stat(path.join(dir, d))).mtimeMs })));
   for (const { d } of dated.sort((a, b) => b.t - a.t)) {
     const c = path.join(dir, d, 'capture');
-    if (await readCapture(c).then(() => true, () => false)) return c;
+    if (
+      await readCapture(c).then(
+        () => true,
+        () => false,
+      )
+    )
+      return c;
   }
   throw new Error('no base template capture: start aenv-server once first');
 }
@@ -72,31 +78,35 @@ const rawRestore: number[] = [];
 const rawCheckpoint: number[] = [];
 const rawResume: number[] = [];
 const kills: number[] = [];
-for (let i = 0; i < 10; i++) {
-  const slot = await net.acquire();
-  let h = await driver.restore({ capture, resources: RES, net: slot });
-  const dir = `/var/tmp/aenv-bench-node-${process.pid}-${i}`;
-  rawCheckpoint.push(await timeMs(() => driver.checkpoint(h, { dir, leaveRunning: false })));
-  await slot.reset();
-  const t = process.hrtime.bigint();
-  h = await driver.restore({ capture: dir, resources: RES, net: slot });
-  rawResume.push(Number(process.hrtime.bigint() - t) / 1e6);
-  await driver.kill(h);
-  await net.release(slot);
-  const { rm } = await import('node:fs/promises');
-  await rm(dir, { recursive: true, force: true });
+try {
+  for (let i = 0; i < 10; i++) {
+    const slot = await net.acquire();
+    let h = await driver.restore({ capture, resources: RES, net: slot });
+    const dir = `/var/tmp/aenv-bench-node-${process.pid}-${i}`;
+    rawCheckpoint.push(await timeMs(() => driver.checkpoint(h, { dir, leaveRunning: false })));
+    await slot.reset();
+    const t = process.hrtime.bigint();
+    h = await driver.restore({ capture: dir, resources: RES, net: slot });
+    rawResume.push(Number(process.hrtime.bigint() - t) / 1e6);
+    await driver.kill(h);
+    await net.release(slot);
+    const { rm } = await import('node:fs/promises');
+    await rm(dir, { recursive: true, force: true });
+  }
+  for (let i = 0; i < 20; i++) {
+    const slot = await net.acquire();
+    let h: Awaited<ReturnType<typeof driver.restore>> | undefined;
+    rawRestore.push(
+      await timeMs(async () => (h = await driver.restore({ capture, resources: RES, net: slot }))),
+    );
+    await driver.kill(h!);
+    await net.release(slot);
+  }
+} finally {
+  // Nothing of the baseline may outlive the benchmark, even when it fails.
+  await driver.close();
+  await net.shutdown();
 }
-for (let i = 0; i < 20; i++) {
-  const slot = await net.acquire();
-  let h: Awaited<ReturnType<typeof driver.restore>> | undefined;
-  rawRestore.push(
-    await timeMs(async () => (h = await driver.restore({ capture, resources: RES, net: slot }))),
-  );
-  await driver.kill(h!);
-  await net.release(slot);
-}
-await driver.close();
-await net.shutdown();
 
 console.log(`AgentENV node benchmark (${new Date().toISOString()}), ${N} creates per case\n`);
 await withServer({ AENV_POOL_SIZE: '0' }, async () => {
