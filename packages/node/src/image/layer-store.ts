@@ -12,7 +12,8 @@ export interface LayerMeta {
 
 const TMP_PREFIX = '.tmp-';
 
-function pidAlive(pid: number): boolean {
+/** Whether a process exists (a temp dir named after a live pid is still being written). */
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LayerStore } from '../layer-store.js';
+import { LayerStore, pidAlive } from '../layer-store.js';
 import { silentLog, type Log } from '../log.js';
 import { credentialsFromAuthFile, defaultAuthFile, type Credentials } from './auth.js';
 import { LayerCache, OCI_LAYER_PREFIX } from './cache.js';
@@ -430,15 +430,6 @@ export class ImageStore {
       }
     }
     await this.layers.sweep();
-  }
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
