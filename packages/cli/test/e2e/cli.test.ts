@@ -4,15 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  API_KEY,
-  cleanSandboxes,
-  removeState,
-  startServer,
-  type TestServer,
-  URL_BASE,
-} from '../../../node/test/e2e/server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
 import { aenv, aenvJson, AENV_BIN } from './cli-fixture.js';
 
 interface Listed {
@@ -22,7 +14,7 @@ interface Listed {
   metadata: Record<string, string>;
 }
 
-let server: TestServer;
+useTestServer();
 let work: string;
 let sandboxId: string;
 const created: string[] = [];
@@ -42,17 +34,12 @@ async function hasEndpoint(method: string, p: string, body?: unknown): Promise<b
 }
 
 beforeAll(async () => {
-  removeState();
-  server = await startServer();
   work = await mkdtemp(path.join(tmpdir(), 'aenv-cli-e2e-'));
   sandboxId = await startSandbox(['--metadata', 'suite=cli', '--metadata', 'role=main', '-t', '600']);
 });
 
 afterAll(async () => {
   await Promise.all(created.map((id) => api('DELETE', `/sandboxes/${id}`).catch(() => undefined)));
-  await cleanSandboxes().catch(() => undefined);
-  await server?.stop();
-  removeState();
   if (work) await rm(work, { recursive: true, force: true });
 });
 

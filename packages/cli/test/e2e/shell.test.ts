@@ -1,14 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  api,
-  API_KEY,
-  cleanSandboxes,
-  removeState,
-  startServer,
-  type TestServer,
-  URL_BASE,
-} from '../../../node/test/e2e/server-fixture.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { api, API_KEY, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
 import { AENV_BIN } from './cli-fixture.js';
 
 /** A private tmux server, so the test neither sees nor disturbs anybody else's sessions. */
@@ -38,18 +30,10 @@ function runInTmux(session: string, args: string): void {
 }
 
 const hasTmux = spawnSync('tmux', ['-V']).status === 0;
-let server: TestServer;
-
-beforeAll(async () => {
-  removeState();
-  server = await startServer();
-});
+useTestServer();
 
 afterAll(async () => {
   spawnSync('tmux', ['-L', SOCKET, 'kill-server']);
-  await cleanSandboxes().catch(() => undefined);
-  await server?.stop();
-  removeState();
 });
 
 describe.skipIf(!hasTmux)('interactive shell in tmux', () => {

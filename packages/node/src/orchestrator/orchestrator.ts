@@ -97,9 +97,13 @@ export class Orchestrator {
   // ---- queries ----
 
   get(id: string): SandboxRecord {
-    const rec = this.d.store.get(id);
+    const rec = this.find(id);
     if (!rec) throw notFound(`sandbox ${id} not found`);
     return rec;
+  }
+
+  find(id: string): SandboxRecord | undefined {
+    return this.d.store.get(id);
   }
 
   list(): SandboxRecord[] {
@@ -168,7 +172,8 @@ export class Orchestrator {
   private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
     const template = await this.d.templates.resolve(input.templateId);
     try {
-      return await this.launch(template, input, template.snapshotId ? undefined : this.d.pool);
+      const pooled = !template.snapshotId && template.capture ? this.d.pool : undefined;
+      return await this.launch(template, input, pooled);
     } finally {
       template.release?.();
     }
@@ -215,11 +220,13 @@ export class Orchestrator {
           await this.d.slots.setEgress(slot, rec.egress);
         } else {
           slot = await this.d.slots.acquire(rec.egress);
-          handle = await this.d.driver.restore({
-            capture: template.capture,
-            resources: template.defaults,
-            net: slot,
-          });
+          handle = template.boot
+            ? await this.d.driver.start({ ...template.boot, resources: template.defaults, net: slot })
+            : await this.d.driver.restore({
+                capture: template.capture,
+                resources: template.defaults,
+                net: slot,
+              });
         }
         await this.d.envd.init(
           slot.hostAddress,

@@ -52,11 +52,11 @@ export class SandboxProxy {
         body: { code: 400, message: 'sandbox routing needs a sandbox id and a port (1-65535)' },
       };
     }
-    let rec = this.orch.list().find((r) => r.sandboxId === route.sandboxId);
+    let rec = this.orch.find(route.sandboxId);
     if (!rec) return notFound;
     if (isTransient(rec.state)) {
       await this.orch.settled(rec.sandboxId);
-      rec = this.orch.list().find((r) => r.sandboxId === route.sandboxId);
+      rec = this.orch.find(route.sandboxId);
       if (!rec) return notFound;
     }
     if (rec.state === 'paused') {

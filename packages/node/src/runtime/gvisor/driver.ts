@@ -92,6 +92,19 @@ interface Live {
   paused: boolean;
 }
 
+/** What a sandbox is booted from, whether fresh or from a capture. */
+interface BootPlan {
+  layers: readonly string[];
+  mounts: readonly ReadOnlyMount[];
+  init: InitProcess;
+  hostname: string;
+  resources: Resources;
+  net?: SandboxNet;
+  envdPort: number;
+  readyTimeoutMs?: number;
+  restoredFrom?: string;
+}
+
 interface Prepared {
   id: string;
   bundle: string;
@@ -180,25 +193,16 @@ export class GvisorDriver implements RuntimeDriver {
     const host = await this.ready();
     this.validate(req.resources, req.layers, req.mounts ?? [], req.envdPort);
     await this.checkPaths(req.layers, req.mounts ?? []);
-    const hostname = req.hostname ?? DEFAULT_HOSTNAME;
-    const p = await this.prepareBundle(req.layers, req.resources, req.net);
-    try {
-      await this.writeSpec(p, req.init, req.mounts ?? [], req.resources, req.net, hostname);
-      await this.launch(host, p, ['run', '--bundle', p.bundle, '--detach', p.id], req.net, 'runsc run');
-      return await this.becomeLive(p, {
-        layers: req.layers,
-        mounts: req.mounts ?? [],
-        init: req.init,
-        hostname,
-        resources: req.resources,
-        net: req.net,
-        envdPort: req.envdPort,
-        readyTimeoutMs: req.readyTimeoutMs,
-      });
-    } catch (e) {
-      await this.release(p.id, p);
-      throw e;
-    }
+    return this.boot(host, 'runsc run', (p) => ['run', '--bundle', p.bundle, '--detach', p.id], {
+      layers: req.layers,
+      mounts: req.mounts ?? [],
+      init: req.init,
+      hostname: req.hostname ?? DEFAULT_HOSTNAME,
+      resources: req.resources,
+      net: req.net,
+      envdPort: req.envdPort,
+      readyTimeoutMs: req.readyTimeoutMs,
+    });
   }
 
   async restore(req: RestoreRequest): Promise<SandboxHandle> {
@@ -221,17 +225,11 @@ export class GvisorDriver implements RuntimeDriver {
     await this.checkPaths(meta.layers, meta.mounts).catch((e: Error) => {
       throw new CaptureInvalidError(`capture ${capture.dir} cannot be restored here: ${e.message}`);
     });
-    const p = await this.prepareBundle(meta.layers, req.resources, req.net);
-    try {
-      await this.writeSpec(p, meta.init, meta.mounts, req.resources, req.net, meta.hostname);
-      await this.launch(
-        host,
-        p,
-        ['restore', '--image-path', capture.dir, '--bundle', p.bundle, '--detach', p.id],
-        req.net,
-        'runsc restore',
-      );
-      return await this.becomeLive(p, {
+    return this.boot(
+      host,
+      'runsc restore',
+      (p) => ['restore', '--image-path', capture.dir, '--bundle', p.bundle, '--detach', p.id],
+      {
         layers: meta.layers,
         mounts: meta.mounts,
         init: meta.init,
@@ -241,7 +239,22 @@ export class GvisorDriver implements RuntimeDriver {
         envdPort: meta.envdPort,
         readyTimeoutMs: req.readyTimeoutMs,
         restoredFrom: capture.dir,
-      });
+      },
+    );
+  }
+
+  /** Bundle, spec, runsc run/restore, then readiness; on any failure everything is released. */
+  private async boot(
+    host: GvisorHost,
+    what: string,
+    runscArgs: (p: Prepared) => string[],
+    x: BootPlan,
+  ): Promise<SandboxHandle> {
+    const p = await this.prepareBundle(x.layers, x.resources, x.net);
+    try {
+      await this.writeSpec(p, x.init, x.mounts, x.resources, x.net, x.hostname);
+      await this.launch(host, p, runscArgs(p), x.net, what);
+      return await this.becomeLive(p, x);
     } catch (e) {
       await this.release(p.id, p);
       throw e;
@@ -504,20 +517,7 @@ export class GvisorDriver implements RuntimeDriver {
     }
   }
 
-  private async becomeLive(
-    p: Prepared,
-    x: {
-      layers: readonly string[];
-      mounts: readonly ReadOnlyMount[];
-      init: InitProcess;
-      hostname: string;
-      resources: Resources;
-      net?: SandboxNet;
-      envdPort: number;
-      readyTimeoutMs?: number;
-      restoredFrom?: string;
-    },
-  ): Promise<SandboxHandle> {
+  private async becomeLive(p: Prepared, x: BootPlan): Promise<SandboxHandle> {
     const pid = await this.sandboxPid(p);
     const s: Live = {
       handle: { id: p.id, driver: DRIVER, resources: x.resources, envdPort: x.envdPort, readyAt: 0 },
