@@ -1,12 +1,19 @@
-import type { Capture, Resources } from '../runtime/driver.js';
+import type { Capture, Resources, StartRequest } from '../runtime/driver.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
 
-/** A template the orchestrator can create sandboxes from: a captured ready state. */
-export interface ResolvedTemplate {
+/** How a sandbox boots when there is no captured ready state (a cold start from an image). */
+export type BootSpec = Omit<StartRequest, 'resources' | 'net'>;
+
+/**
+ * A template the orchestrator can create sandboxes from: a captured ready state (envd up, no
+ * per-sandbox data) to restore, or, for a cold start, what to boot.
+ */
+export type ResolvedTemplate = TemplateCommon &
+  ({ capture: Capture; boot?: never } | { boot: BootSpec; capture?: never });
+
+interface TemplateCommon {
   templateId: string;
   alias?: string;
-  /** The ready state: envd up, no per-sandbox data. */
-  capture: Capture;
   defaults: Resources;
   envdVersion: string;
   /** The envd token already set inside the capture (a snapshot of a secure sandbox), for /init. */

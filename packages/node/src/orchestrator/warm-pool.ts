@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { NetSlot } from '../network/slot.js';
-import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
+import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
 import type { ResolvedTemplate, SlotProvider } from './seams.js';
 
 export interface PooledSandbox {
@@ -38,24 +38,25 @@ export class SandboxWarmPool {
 
   /** A waiting sandbox of the template, if any; starts a refill either way. */
   take(template: ResolvedTemplate): PooledSandbox | undefined {
-    const entry = this.ready.get(template.templateId)?.shift();
+    const entry = this.ready.get(poolKey(template))?.shift();
     this.fill(template);
     return entry;
   }
 
   fill(template: ResolvedTemplate): void {
-    if (this.closed || this.opts.size === 0 || this.filling.has(template.templateId)) return;
-    this.filling.add(template.templateId);
-    void this.refill(template)
+    const key = poolKey(template);
+    if (this.closed || this.opts.size === 0 || !template.capture || this.filling.has(key)) return;
+    this.filling.add(key);
+    void this.refill({ ...template, capture: template.capture })
       .catch((err) =>
         this.opts.logger.warn({ err, template: template.templateId }, 'warm pool refill failed'),
       )
-      .finally(() => this.filling.delete(template.templateId));
+      .finally(() => this.filling.delete(key));
   }
 
-  private async refill(template: ResolvedTemplate): Promise<void> {
-    const list = this.ready.get(template.templateId) ?? [];
-    this.ready.set(template.templateId, list);
+  private async refill(template: ResolvedTemplate & { capture: Capture }): Promise<void> {
+    const list = this.ready.get(poolKey(template)) ?? [];
+    this.ready.set(poolKey(template), list);
     while (!this.closed && list.length < this.opts.size) {
       if ((await availableMemory()) < RESERVE_BYTES + template.defaults.memoryMB * 2 ** 20) return;
       const slot = await this.opts.slots.acquire({ allowInternet: true, allowOut: [], denyOut: [] });
@@ -78,8 +79,14 @@ export class SandboxWarmPool {
     }
   }
 
+  /** Waiting sandboxes per template id. */
   sizes(): Record<string, number> {
-    return Object.fromEntries([...this.ready].map(([t, l]) => [t, l.length]));
+    const out: Record<string, number> = {};
+    for (const [key, l] of this.ready) {
+      const t = key.slice(0, key.indexOf('@'));
+      out[t] = (out[t] ?? 0) + l.length;
+    }
+    return out;
   }
 
   /** Whether a runtime sandbox is one of ours (a pooled sandbox that died is dropped). */
@@ -102,4 +109,9 @@ export class SandboxWarmPool {
       }),
     );
   }
+}
+
+/** A rebuilt template is a different capture: its sandboxes must not come from the old one. */
+function poolKey(template: ResolvedTemplate): string {
+  return `${template.templateId}@${template.capture?.dir ?? ''}`;
 }
