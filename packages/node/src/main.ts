@@ -14,6 +14,7 @@ import { SandboxWarmPool } from './orchestrator/warm-pool.js';
 import { GvisorDriver } from './runtime/gvisor/driver.js';
 import { SandboxStore } from './store/sandbox-store.js';
 import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
+import { RepositoryPauses } from './templates/repository-pauses.js';
 import { RepositorySnapshotCatalog } from './templates/repository-snapshots.js';
 import { openSnapshotRepository } from './templates/snapshot-repository.js';
 import { TemplateResolver } from './templates/resolver.js';
@@ -34,7 +35,6 @@ async function main(): Promise<void> {
     randomBytes(32).toString('hex'),
   );
 
-  // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
   // Per-node runtime dir and cgroup parent: two nodes on one machine never touch each other's.
   // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
   const driver = new GvisorDriver({
@@ -76,6 +76,7 @@ async function main(): Promise<void> {
     driver,
     templates: new TemplateResolver(snapshots, templates),
     snapshots,
+    pauses: new RepositoryPauses(snapshotStore, snapshotCache, nodeSecret),
     slots: network,
     envd: new EnvdClient(),
     logger,

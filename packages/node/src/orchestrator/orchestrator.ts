@@ -14,6 +14,7 @@ import { newSandboxId } from './ids.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import type { SandboxRecord } from './record.js';
 import type {
+  PauseRepository,
   ResolvedTemplate,
   SlotProvider,
   SnapshotCatalog,
@@ -51,6 +52,7 @@ export interface OrchestratorDeps {
   capturesDir: string;
   observer: LifecycleObserver;
   snapshots: SnapshotCatalog;
+  pauses: PauseRepository;
   /** Restored sandboxes waiting for a create; absent or size 0 disables it. */
   pool?: SandboxWarmPool;
 }
@@ -324,7 +326,39 @@ export class Orchestrator {
     await this.d.slots.release(live.slot).catch((err) => this.d.logger.warn({ err }, 'slot release failed'));
     this.logs.add(rec.sandboxId, 'sandbox paused');
     const { handle: _h, ...rest } = rec;
-    return { ...rest, state: 'paused', captureDir: dir };
+    return { ...rest, state: 'paused', ...(await this.storePause(rec, dir)) };
+  }
+
+  /**
+   * Puts a pause capture into the shared repository (any node can resume it from there) and
+   * then into this node's cache. When the repository fails the sandbox stays paused on this node
+   * only, from its local capture.
+   */
+  private async storePause(
+    rec: SandboxRecord,
+    dir: string,
+  ): Promise<{ captureDir: string; pauseId?: string } | { pauseId: string }> {
+    let pauseId: string;
+    try {
+      pauseId = await this.d.pauses.save(dir, rec, rec.pauseId);
+    } catch (err) {
+      this.d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause kept on this node only');
+      return { captureDir: dir, ...(rec.pauseId ? { pauseId: rec.pauseId } : {}) };
+    }
+    // From here the repository holds the state: a crash before the end still leaves it paused.
+    const { captureDir: _c, ...rest } = rec;
+    this.d.store.update({ ...rest, pauseId });
+    if (rec.pauseId)
+      await this.d.pauses
+        .drop(rec.pauseId)
+        .catch((err) =>
+          this.d.logger.warn({ err, pauseId: rec.pauseId }, 'dropping the previous pause failed'),
+        );
+    const kept = await this.d.pauses.keep(pauseId, dir).catch((err) => {
+      this.d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause not cached');
+      return false;
+    });
+    return kept ? { pauseId } : { pauseId, captureDir: dir };
   }
 
   /**
@@ -436,6 +470,7 @@ export class Orchestrator {
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
   async connect(id: string, timeoutSecs: number, mode: 'extend' | 'set' = 'extend'): Promise<boolean> {
+    await this.takePaused(id);
     let resumed = false;
     await this.transition(
       id,
@@ -453,28 +488,65 @@ export class Orchestrator {
     return resumed;
   }
 
+  /**
+   * Makes sure a paused sandbox is this node's to resume: one paused on another node sharing the
+   * repository is taken over; one that another node took over meanwhile is forgotten here.
+   */
+  private async takePaused(id: string): Promise<void> {
+    const rec = this.find(id);
+    if (!rec) {
+      const found = await this.d.pauses.findPaused(id);
+      if (found && (await this.d.pauses.claim(found.pauseId))) {
+        this.d.store.insert(found.record);
+        this.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
+      }
+      return;
+    }
+    if (rec.state !== 'paused' || !rec.pauseId || (await this.d.pauses.claim(rec.pauseId))) return;
+    await this.mutex.run(id, async () => {
+      const cur = this.find(id);
+      if (cur?.state !== 'paused' || cur.pauseId !== rec.pauseId) return;
+      this.d.store.delete(id);
+      if (cur.captureDir) await rm(path.join(this.d.capturesDir, id), { recursive: true, force: true });
+      this.logs.drop(id);
+    });
+    throw notFound(`sandbox ${id} was resumed or removed on another node`);
+  }
+
   private extend(rec: SandboxRecord, secs: number, mode: 'extend' | 'set'): void {
     const end = addSeconds(new Date(), secs);
     if (mode === 'set' || end > rec.endAt) this.d.store.update({ ...rec, endAt: end });
   }
 
   private async resumeWork(rec: SandboxRecord, timeoutSecs: number): Promise<SandboxRecord> {
-    if (!rec.captureDir) throw new ApiError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
-    const slot = await this.d.slots.acquire(rec.egress);
+    const local = rec.captureDir && existsSync(path.join(rec.captureDir, 'capture.json'));
+    if (!local && !rec.pauseId)
+      throw new ApiError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
+    const opened = local ? undefined : await this.d.pauses.open(rec.pauseId!);
+    let slot: NetSlot;
     let handle: SandboxHandle;
     try {
+      slot = await this.d.slots.acquire(rec.egress);
+    } catch (err) {
+      opened?.release();
+      throw err;
+    }
+    try {
       handle = await this.d.driver.restore({
-        capture: rec.captureDir,
+        capture: opened?.capture ?? rec.captureDir!,
         resources: { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB },
         net: slot,
       });
     } catch (err) {
       await this.d.slots.release(slot).catch(() => undefined);
       throw err;
+    } finally {
+      opened?.release();
     }
     this.live.set(rec.sandboxId, { handle, slot });
-    // The capture is obsolete once the sandbox runs on from it.
-    await rm(path.dirname(rec.captureDir), { recursive: true, force: true });
+    // A local capture is obsolete once the sandbox runs on from it; the repository's pause stays
+    // as the parent of the next one.
+    if (rec.captureDir) await rm(path.dirname(rec.captureDir), { recursive: true, force: true });
     this.logs.add(rec.sandboxId, 'sandbox resumed');
     const { captureDir: _c, ...rest } = rec;
     return { ...rest, state: 'running', handle, endAt: addSeconds(new Date(), timeoutSecs) };
@@ -490,6 +562,7 @@ export class Orchestrator {
         await this.d.slots.release(live.slot);
       }
       if (rec.captureDir) await rm(path.join(this.d.capturesDir, id), { recursive: true, force: true });
+      if (rec.pauseId) await this.dropPause(id, rec.pauseId);
       this.logs.drop(id);
       return 'deleted';
     });
@@ -566,27 +639,43 @@ export class Orchestrator {
       this.d.logger.error({ sandboxId: id, reason }, 'sandbox died');
       this.d.observer.failed('runtime');
       const rec = this.d.store.get(id);
-      if (rec && rec.state === 'running') this.d.store.delete(id);
+      if (rec && rec.state === 'running') {
+        this.d.store.delete(id);
+        if (rec.pauseId) await this.dropPause(id, rec.pauseId);
+      }
     }
+  }
+
+  /** The repository's pause of a sandbox that is gone for good. */
+  private async dropPause(sandboxId: string, pauseId: string): Promise<void> {
+    await this.d.pauses
+      .drop(pauseId)
+      .catch((err) => this.d.logger.warn({ err, sandboxId, pauseId }, 'dropping the pause failed'));
   }
 
   /**
    * After a restart: paused sandboxes stay paused; a pause or resume cut short is resolved from
-   * what is on disk (a complete capture means paused); everything else was running in the old
-   * process and is lost, since the runtime reclaimed its processes on start.
+   * what is on disk and in the repository (a complete local capture, or else a stored pause,
+   * means paused); everything else was running in the old process and is lost, since the runtime
+   * reclaimed its processes on start. Lost sandboxes' stored pauses are dropped in the background.
    */
   recover(): { paused: number; lost: string[] } {
     const lost: string[] = [];
     let paused = 0;
     for (const rec of this.d.store.all()) {
-      const complete = !!rec.captureDir && existsSync(path.join(rec.captureDir, 'capture.json'));
-      if ((rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming') && complete) {
+      // While pausing, captureDir is set until the repository holds the new pause: a pauseId
+      // next to it is the previous one, not the state to resume from.
+      const resumable = rec.captureDir
+        ? existsSync(path.join(rec.captureDir, 'capture.json'))
+        : rec.pauseId !== undefined;
+      if ((rec.state === 'paused' || rec.state === 'pausing' || rec.state === 'resuming') && resumable) {
         const { handle: _h, ...rest } = rec;
         this.d.store.compareAndSet({ ...rest, state: 'paused' }, rec.state);
         paused++;
       } else {
         this.d.store.delete(rec.sandboxId);
         void rm(path.join(this.d.capturesDir, rec.sandboxId), { recursive: true, force: true });
+        if (rec.pauseId) void this.dropPause(rec.sandboxId, rec.pauseId);
         lost.push(rec.sandboxId);
       }
     }

@@ -28,6 +28,11 @@ export interface SandboxRecord {
   envdVersion: string;
   /** The live runtime sandbox, while running. */
   handle?: SandboxHandle;
-  /** Directory of the capture holding its state, while paused. */
+  /** Directory of a local capture holding its state, while paused (absent once it moved to the cache). */
   captureDir?: string;
+  /**
+   * Its newest pause in the snapshot repository, whose claim this node holds: the state to
+   * resume from while paused, and the parent of the next pause while running.
+   */
+  pauseId?: string;
 }

@@ -1,5 +1,6 @@
 import type { Capture, Resources, StartRequest } from '../runtime/driver.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
+import type { SandboxRecord } from './record.js';
 
 /** How a sandbox boots when there is no captured ready state (a cold start from an image). */
 export type BootSpec = Omit<StartRequest, 'resources' | 'net'>;
@@ -67,4 +68,26 @@ export interface SlotProvider {
   acquire(egress: EgressRules): Promise<NetSlot>;
   setEgress(slot: NetSlot, egress: EgressRules): Promise<void>;
   release(slot: NetSlot): Promise<void>;
+}
+
+/**
+ * Paused sandboxes' captures in the shared snapshot repository, so that whichever node sharing it
+ * is asked can resume them. A claim per pause decides which node owns the sandbox.
+ */
+export interface PauseRepository {
+  /** Stores a pause capture (the directory is left where it is); returns its id. */
+  save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string>;
+  /**
+   * Moves a stored capture into this node's runtime cache so a resume here needs no rebuild;
+   * false when the cache has no room (the directory then stays where it is).
+   */
+  keep(pauseId: string, captureDir: string): Promise<boolean>;
+  /** Takes the pause for this node; false when another node took it (resumed it there). */
+  claim(pauseId: string): Promise<boolean>;
+  /** The capture to restore from (rebuilt from the repository on a cache miss); release after. */
+  open(pauseId: string): Promise<{ capture: Capture; release: () => void }>;
+  /** Forgets a pause no longer needed (its sandbox was paused again or killed). */
+  drop(pauseId: string): Promise<void>;
+  /** The newest pause of a sandbox that another node paused, with the record it had then. */
+  findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined>;
 }

@@ -16,7 +16,7 @@ export interface PosixRepositoryOptions extends ObjectRepositoryOptions {
 
 /** Temporary files older than this were left by a writer that died. */
 const TMP_MAX_AGE_MS = 60 * 60 * 1000;
-const LAYOUT = ['blobs/sha256', 'records', 'aliases', 'locks', 'tmp'];
+const LAYOUT = ['blobs/sha256', 'records', 'aliases', 'locks', 'claims', 'tmp'];
 
 const errno = (e: unknown) => (e as NodeJS.ErrnoException).code;
 

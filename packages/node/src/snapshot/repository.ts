@@ -125,6 +125,15 @@ export interface Repository {
   putLock(name: string, body: LockBody): Promise<void>;
   listLocks(): Promise<{ name: string; body: LockBody }[]>;
   deleteLock(name: string): Promise<void>;
+
+  /**
+   * Takes the claim `name` for `owner` with an exclusive create, unless someone holds it
+   * already; returns the holder (=== owner when the claim is ours, also when we took it before).
+   * Claims decide which node owns a paused sandbox when several could resume it.
+   */
+  claim(name: string, owner: string): Promise<string>;
+  /** Missing is fine. */
+  deleteClaim(name: string): Promise<void>;
 }
 
 export interface ObjectStat {
@@ -177,6 +186,7 @@ export const blobKey = (hash: string) => `blobs/sha256/${hash.slice(0, 2)}/${has
 export const recordKey = (id: string) => `records/${id}.json`;
 export const aliasKey = (name: string) => `aliases/${encodeAliasName(name)}`;
 export const lockKey = (name: string) => `locks/${name}.json`;
+export const claimKey = (name: string) => `claims/${encodeAliasName(name)}`;
 
 export function checkHash(hash: string): string {
   if (!isSha256(hash)) throw new SnapshotInvalidError(`bad blob hash ${JSON.stringify(hash)}`);
@@ -607,6 +617,23 @@ export abstract class ObjectRepository implements Repository {
   async deleteLock(name: string): Promise<void> {
     if (!LOCK_NAME_RE.test(name)) throw new SnapshotInvalidError(`bad lock name ${name}`);
     await this.deleteObject(lockKey(name));
+  }
+
+  // ------------------------------------------------ claims
+
+  async claim(name: string, owner: string): Promise<string> {
+    const key = claimKey(name);
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (await this.putObject(key, Buffer.from(owner), { exclusive: true })) return owner;
+      const cur = await this.getObject(key);
+      if (cur) return cur.data.toString();
+      // released meanwhile: try again
+    }
+    throw new SnapshotError('busy', `could not take the claim ${JSON.stringify(name)}: it keeps changing`);
+  }
+
+  async deleteClaim(name: string): Promise<void> {
+    await this.deleteObject(claimKey(name));
   }
 }
 

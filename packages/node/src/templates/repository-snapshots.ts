@@ -9,6 +9,8 @@ interface Meta {
   envdToken?: string;
 }
 
+const KIND = 'snapshot';
+
 const metaOf = (r: SnapshotRecord) => r.meta as unknown as Meta;
 
 /**
@@ -35,7 +37,7 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
     try {
       stored = await this.store.storeCapture(captureDir, {
         ...(previous ? { parent: previous.id } : {}),
-        labels: { sandboxId: base.sourceSandboxId, kind: 'snapshot' },
+        labels: { sandboxId: base.sourceSandboxId, kind: KIND },
         aliases: base.names,
         meta: {
           info: { ...base, snapshotID: '', createdAt: now, updatedAt: now },
@@ -55,7 +57,7 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
   async find(
     idOrName: string,
   ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined> {
-    const record = await this.store.resolve(idOrName);
+    const record = await this.resolve(idOrName);
     if (!record) return undefined;
     const { capture, release } = await this.cache.acquire(record.id);
     const meta = metaOf(record);
@@ -68,7 +70,7 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
   }
 
   async list(filter: { sandboxId?: string; name?: string }): Promise<SnapshotInfo[]> {
-    const labels = { kind: 'snapshot', ...(filter.sandboxId ? { sandboxId: filter.sandboxId } : {}) };
+    const labels = { kind: KIND, ...(filter.sandboxId ? { sandboxId: filter.sandboxId } : {}) };
     const out: SnapshotInfo[] = [];
     let nextToken: string | undefined;
     do {
@@ -83,10 +85,16 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
   }
 
   async delete(idOrName: string): Promise<boolean> {
-    const record = await this.store.resolve(idOrName);
+    const record = await this.resolve(idOrName);
     if (!record) return false;
     await this.store.deleteSnapshot(record.id);
     await this.cache.remove(record.id).catch(() => undefined);
     return true;
+  }
+
+  /** The repository also holds other kinds of captures (pauses): only snapshots are found here. */
+  private async resolve(idOrName: string): Promise<SnapshotRecord | undefined> {
+    const record = await this.store.resolve(idOrName);
+    return record?.labels.kind === KIND ? record : undefined;
   }
 }

@@ -1,5 +1,5 @@
 import { Sandbox } from 'e2b';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
 import {
   api,
@@ -151,38 +151,71 @@ describe('fork', () => {
 });
 
 describe('two nodes sharing a posix_fs snapshot repository', () => {
+  const other = INSTANCE_B;
+  const onB = (method: string, path: string, body?: unknown) =>
+    fetch(`${urlOf(other)}${path}`, {
+      method,
+      headers: { 'x-api-key': API_KEY, ...(body ? { 'content-type': 'application/json' } : {}) },
+      ...(body ? { body: JSON.stringify(body) } : {}),
+    });
+  let b: Awaited<ReturnType<typeof startServer>>;
+  beforeAll(async () => {
+    b = await startServer({ AENV_POOL_SIZE: '0', AENV_SNAPSHOT_STORE: SNAPSHOT_STORE }, other);
+  });
+  afterAll(async () => {
+    await b?.stop();
+    rmSync(`${TEST_HOME.replace(/\/instances\/\d+$/, '')}/instances/${other}`, {
+      recursive: true,
+      force: true,
+    });
+  });
+
   it('starts a sandbox on node B from a snapshot taken on node A', async () => {
-    const other = INSTANCE_B;
-    const b = await startServer({ AENV_POOL_SIZE: '0', AENV_SNAPSHOT_STORE: SNAPSHOT_STORE }, other);
-    const onB = (method: string, path: string, body?: unknown) =>
-      fetch(`${urlOf(other)}${path}`, {
-        method,
-        headers: { 'x-api-key': API_KEY, ...(body ? { 'content-type': 'application/json' } : {}) },
-        ...(body ? { body: JSON.stringify(body) } : {}),
-      });
+    const src = await Sandbox.create();
+    await src.files.write('/home/user/tag', 'made-on-a');
+    const snap = await src.createSnapshot();
+    await src.kill();
+    const listed = (await (await onB('GET', '/snapshots')).json()) as { snapshotID: string }[];
+    expect(listed.map((s) => s.snapshotID)).toContain(snap.snapshotId);
+    const created = await onB('POST', '/sandboxes', { templateID: snap.snapshotId });
+    expect(created.status).toBe(201);
+    const child = (await created.json()) as { sandboxID: string };
+    const read = await fetch(`${urlOf(other)}/files?path=/home/user/tag&username=user`, {
+      headers: { 'e2b-sandbox-id': child.sandboxID, 'e2b-sandbox-port': '49983' },
+    });
+    expect(await read.text()).toBe('made-on-a');
+    expect((await onB('DELETE', `/sandboxes/${child.sandboxID}`)).status).toBe(204);
+    expect((await onB('DELETE', `/templates/${snap.snapshotId}`)).status).toBe(204);
+    expect((await api('GET', `/snapshots/${snap.snapshotId}`)).status).toBe(404);
+  });
+
+  it('resumes on node B a sandbox paused on node A, with its memory; A then no longer has it', async () => {
+    const sbx = await Sandbox.create();
+    await sbx.files.write('/home/user/tag', 'paused-on-a');
+    await startCounter(sbx);
+    expect(await memoryTag(sbx)).toBe('paused-on-a');
+    await sbx.files.write('/home/user/tag', 'changed-after-start');
+    await sbx.pause();
+    // Pauses are not snapshots: they stay out of the snapshot catalogue.
+    expect((await api('GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json).toEqual([]);
+
+    const onNodeB = await Sandbox.connect(sbx.sandboxId, { apiUrl: urlOf(other), sandboxUrl: urlOf(other) });
     try {
-      const src = await Sandbox.create();
-      await src.files.write('/home/user/tag', 'made-on-a');
-      const snap = await src.createSnapshot();
-      await src.kill();
-      const listed = (await (await onB('GET', '/snapshots')).json()) as { snapshotID: string }[];
-      expect(listed.map((s) => s.snapshotID)).toContain(snap.snapshotId);
-      const created = await onB('POST', '/sandboxes', { templateID: snap.snapshotId });
-      expect(created.status).toBe(201);
-      const child = (await created.json()) as { sandboxID: string };
-      const read = await fetch(`${urlOf(other)}/files?path=/home/user/tag&username=user`, {
-        headers: { 'e2b-sandbox-id': child.sandboxID, 'e2b-sandbox-port': '49983' },
-      });
-      expect(await read.text()).toBe('made-on-a');
-      expect((await onB('DELETE', `/sandboxes/${child.sandboxID}`)).status).toBe(204);
-      expect((await onB('DELETE', `/templates/${snap.snapshotId}`)).status).toBe(204);
-      expect((await api('GET', `/snapshots/${snap.snapshotId}`)).status).toBe(404);
+      expect(await memoryTag(onNodeB)).toBe('paused-on-a');
+      expect(await onNodeB.files.read('/home/user/tag')).toBe('changed-after-start');
+      const again = await api('POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 });
+      expect(again.status).toBe(404);
+      expect((again.json as { message: string }).message).toMatch(/on another node/);
+      expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(404);
+
+      // Paused and resumed again on B: its second pause chains on the first.
+      await onNodeB.pause();
+      const back = await Sandbox.connect(sbx.sandboxId, { apiUrl: urlOf(other), sandboxUrl: urlOf(other) });
+      expect(await memoryTag(back)).toBe('paused-on-a');
     } finally {
-      await b.stop();
-      rmSync(`${TEST_HOME.replace(/\/instances\/\d+$/, '')}/instances/${other}`, {
-        recursive: true,
-        force: true,
-      });
+      expect((await onB('DELETE', `/sandboxes/${sbx.sandboxId}`)).status).toBe(204);
     }
+    // Killed: nothing of it is left to resume anywhere.
+    expect((await api('POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: 60 })).status).toBe(404);
   });
 });

@@ -124,8 +124,9 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   app.post('/v2/sandboxes/:sandboxID/connect', connectSchema, connect('extend'));
   // The deprecated resume sets the end time, and answers 409 for a running sandbox.
   app.post('/sandboxes/:sandboxID/resume', connectSchema, async (req, reply) => {
-    const rec = orch.get(req.params.sandboxID);
-    if (rec.state === 'running')
+    // Unknown here may still be paused on another node sharing the repository: connect looks.
+    const rec = orch.find(req.params.sandboxID);
+    if (rec?.state === 'running')
       throw new ApiError('conflict', `sandbox ${rec.sandboxId} is already running`);
     return connect('set')(req, reply);
   });
