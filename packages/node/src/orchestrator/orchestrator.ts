@@ -325,7 +325,7 @@ export class Orchestrator {
     this.live.delete(rec.sandboxId);
     await this.d.slots.release(live.slot).catch((err) => this.d.logger.warn({ err }, 'slot release failed'));
     this.logs.add(rec.sandboxId, 'sandbox paused');
-    const { handle: _h, ...rest } = rec;
+    const { handle: _h, pauseId: _p, captureDir: _c, ...rest } = rec;
     return { ...rest, state: 'paused', ...(await this.storePause(rec, dir)) };
   }
 
@@ -337,13 +337,15 @@ export class Orchestrator {
   private async storePause(
     rec: SandboxRecord,
     dir: string,
-  ): Promise<{ captureDir: string; pauseId?: string } | { pauseId: string }> {
+  ): Promise<{ captureDir?: string; pauseId?: string }> {
     let pauseId: string;
     try {
       pauseId = await this.d.pauses.save(dir, rec, rec.pauseId);
     } catch (err) {
       this.d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause kept on this node only');
-      return { captureDir: dir, ...(rec.pauseId ? { pauseId: rec.pauseId } : {}) };
+      // The stored pause is older than this capture: nobody may resume from it any more.
+      if (rec.pauseId) await this.dropPause(rec.sandboxId, rec.pauseId);
+      return { captureDir: dir };
     }
     // From here the repository holds the state: a crash before the end still leaves it paused.
     const { captureDir: _c, ...rest } = rec;

@@ -62,7 +62,8 @@ describe('node restarts', () => {
   });
 
   it('after a crash during a pause, the sandbox is paused and resumable or lost, never half-alive', async () => {
-    for (const delay of [50, 400]) {
+    // Early in the checkpoint, late in it, and while the pause is stored into the repository.
+    for (const delay of [50, 400, 1800]) {
       const sbx = await Sandbox.create();
       await sbx.files.write('/tmp/mark', 'm');
       const pausing = api('POST', `/sandboxes/${sbx.sandboxId}/pause`).catch(() => undefined);
@@ -77,6 +78,35 @@ describe('node restarts', () => {
       expect(await again.files.read('/tmp/mark')).toBe('m');
       await again.kill();
     }
+    expect(runscLeft()).toEqual([]);
+  });
+
+  it('after crashes at random points of snapshot commits, every listed snapshot restores', async () => {
+    const taken: string[] = [];
+    for (let i = 0; i < 4; i++) {
+      const sbx = await Sandbox.create();
+      await sbx.files.write('/tmp/mark', `snap ${i}`);
+      const snapshotting = api('POST', `/sandboxes/${sbx.sandboxId}/snapshots`, { name: `crash-${i}` }).catch(
+        () => undefined,
+      );
+      const delay = Math.round(Math.random() * 2500);
+      await sleep(delay);
+      await node.server.stop('SIGKILL');
+      const r = await snapshotting;
+      if (r?.status === 201) taken.push(r.json.snapshotID as string);
+      node.server = await startServer();
+      const listed = (await api('GET', '/snapshots')).json as { snapshotID: string; names: string[] }[];
+      // A snapshot acknowledged before the crash is never lost.
+      for (const id of taken) expect(listed.map((l) => l.snapshotID)).toContain(id);
+      for (const snap of listed) {
+        const child = await Sandbox.create(snap.snapshotID);
+        const n = /^crash-(\d+)$/.exec(snap.names[0] ?? '')?.[1];
+        expect(await child.files.read('/tmp/mark'), `after a kill at ${delay} ms`).toBe(`snap ${n}`);
+        await child.kill();
+      }
+    }
+    for (const snap of (await api('GET', '/snapshots')).json as { snapshotID: string }[])
+      await api('DELETE', `/templates/${snap.snapshotID}`);
     expect(runscLeft()).toEqual([]);
   });
 
