@@ -55,14 +55,17 @@ export class EnvdSession {
           timeout: timeoutMs,
           headers: { ...headers, 'content-length': body.length, connection: 'keep-alive' },
         },
-        (res) =>
+        (res) => {
+          // Taken now: once the response ends, the socket is detached from it.
+          const socket = res.socket;
           onResponse(res, (err) => {
             if (settled) return;
             settled = true;
-            if (!res.socket.destroyed) res.socket.resetAndDestroy();
+            if (!socket.destroyed) socket.resetAndDestroy();
             if (err) reject(err);
             else resolve();
-          }),
+          });
+        },
       );
       req.on('timeout', () => req.destroy(new Error(`envd ${path} timed out after ${timeoutMs} ms`)));
       req.on('error', (e) => {
