@@ -8,19 +8,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sandbox, Template, type LogEntry } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { baseLayer, imageBlobs, ociImage, skopeoPush, tarOf, writeLayout } from '../oci/images.js';
+import {
+  baseLayer,
+  imageBlobs,
+  ociImage,
+  shellLayer,
+  skopeoPush,
+  tarOf,
+  writeLayout,
+} from '../oci/images.js';
 import { startRegistry, type TestRegistry } from '../oci/registry.js';
 import { api, useTestServer } from './server-fixture.js';
-
-/** Busybox applets the steps and tests use, plus the /bin/bash the SDK's commands start. */
-const APPLETS = ['mkdir', 'chmod', 'chown', 'whoami', 'ps', 'grep', 'test', 'sleep', 'echo', 'pwd', 'id'];
-async function toolsLayer(): Promise<Buffer> {
-  return tarOf([
-    { name: 'bin/bash', content: '#!/bin/sh\nexec /bin/sh "$@"\n', mode: 0o755 },
-    ...APPLETS.map((a) => ({ name: `bin/${a}`, type: 'symlink' as const, linkname: 'busybox' })),
-    { name: 'root/', type: 'directory', mode: 0o700 },
-  ]);
-}
 
 useTestServer();
 
@@ -31,7 +29,7 @@ const image = (name: string) => `${reg.host}/test/${name}:1`;
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'aenv-templates-'));
   reg = await startRegistry();
-  const shared = [await baseLayer(), await toolsLayer()];
+  const shared = [await baseLayer(), await shellLayer()];
   const app = ociImage([...shared, await tarOf([{ name: 'srv/app.txt', content: 'app\n' }])], {
     env: ['PATH=/bin:/usr/bin', 'GREETING=hi'],
     workingDir: '/srv',

@@ -115,7 +115,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
       present: false,
       url: `${origin}/templates/${encodeURIComponent(req.params.templateID)}/files/${hash}`,
       // The upload goes to this node, with the key this request authenticated with.
-      ...(typeof apiKey === 'string' ? { headers: { 'X-API-Key': apiKey } } : {}),
+      ...(typeof apiKey === 'string' ? { headers: { 'x-api-key': apiKey } } : {}),
     });
   });
 
