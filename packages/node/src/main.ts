@@ -13,7 +13,14 @@ import { SandboxProxy } from './proxy/proxy.js';
 import { SandboxWarmPool } from './orchestrator/warm-pool.js';
 import { GvisorDriver } from './runtime/gvisor/driver.js';
 import { SandboxStore } from './store/sandbox-store.js';
-import { BuiltinTemplates, defaultToolsDir } from './templates/catalog.js';
+import { ImageStore } from './image/oci/index.js';
+import { BuiltTemplates } from './templates/built.js';
+import { BuildFiles } from './templates/builds/files.js';
+import { BuildQueue } from './templates/builds/queue.js';
+import { BuildRunner } from './templates/builds/runner.js';
+import { BuiltinTemplates, defaultToolsDir, envdVersion } from './templates/catalog.js';
+import { ColdImages } from './templates/cold.js';
+import { ImageBoot } from './templates/image-boot.js';
 import { RepositoryPauses } from './templates/repository-pauses.js';
 import { RepositorySnapshotCatalog } from './templates/repository-snapshots.js';
 import { openSnapshotRepository } from './templates/snapshot-repository.js';
@@ -55,16 +62,35 @@ async function main(): Promise<void> {
     logger,
   });
   const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
-  const templates = new BuiltinTemplates({
-    home,
-    driver,
-    network,
-    toolsDir: process.env.AENV_TOOLS_DIR ?? defaultToolsDir(),
-    logger,
-  });
+  const toolsDir = process.env.AENV_TOOLS_DIR ?? defaultToolsDir();
+  const templates = new BuiltinTemplates({ home, driver, network, toolsDir, logger });
 
   const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
   const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
+
+  // Templates from images and builds: built ones resolve first, `base` after them.
+  const images = new ImageBoot({ images: new ImageStore({ home }), toolsDir });
+  const envdVer = await envdVersion(toolsDir);
+  const envd = new EnvdClient();
+  const buildFiles = new BuildFiles(path.join(home, 'build-files'));
+  const built: BuiltTemplates = new BuiltTemplates({
+    store: snapshotStore,
+    cache: snapshotCache,
+    runner: new BuildRunner({
+      driver,
+      network,
+      images,
+      templates: { resolve: (id) => built.resolve(id) },
+      envd,
+      files: buildFiles,
+      workDir: path.join(home, 'builds'),
+    }),
+    queue: new BuildQueue(2),
+    envdVersion: envdVer,
+    next: templates,
+    logger,
+  });
+  const cold = new ColdImages({ images, envdVersion: envdVer, next: built });
   const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
@@ -74,11 +100,11 @@ async function main(): Promise<void> {
     config,
     store,
     driver,
-    templates: new TemplateResolver(snapshots, templates),
+    templates: new TemplateResolver(snapshots, cold),
     snapshots,
     pauses: new RepositoryPauses(snapshotStore, snapshotCache, nodeSecret),
     slots: network,
-    envd: new EnvdClient(),
+    envd,
     logger,
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
@@ -90,7 +116,17 @@ async function main(): Promise<void> {
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
 
-  const app = await buildApp({ config, apiKey, orchestrator, snapshots, proxy, metrics, logger, version });
+  const app = await buildApp({
+    config,
+    apiKey,
+    orchestrator,
+    snapshots,
+    templates: { built, files: buildFiles, cold },
+    proxy,
+    metrics,
+    logger,
+    version,
+  });
   await app.listen({ host, port });
   orchestrator.startTtlLoop();
   void templates

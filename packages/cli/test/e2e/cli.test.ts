@@ -6,6 +6,15 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, API_KEY, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
 import { aenv, aenvJson, AENV_BIN } from './cli-fixture.js';
+import {
+  baseLayer,
+  imageBlobs,
+  ociImage,
+  shellLayer,
+  skopeoPush,
+  writeLayout,
+} from '../../../node/test/oci/images.js';
+import { startRegistry } from '../../../node/test/oci/registry.js';
 
 interface Listed {
   sandboxID: string;
@@ -403,25 +412,47 @@ describe('templates', () => {
     expect(Array.isArray(JSON.parse(r.stdout))).toBe(true);
   });
 
-  it('pull and build fail with a clear message until the server builds templates', async (ctx) => {
-    if (await hasEndpoint('POST', '/v3/templates', {})) {
-      console.log('skipped: the server has POST /v3/templates; a real image build needs registry access');
-      ctx.skip('template builds exist');
+  it('pulls an image and builds a Dockerfile into templates, with live status', async () => {
+    const reg = await startRegistry();
+    try {
+      const dir = await mkdtemp(path.join(work, 'build-'));
+      const img = ociImage([await baseLayer(), await shellLayer()], { env: ['PATH=/bin', 'GREETING=hi'] });
+      await writeLayout(path.join(dir, 'layout'), [
+        { tag: 'img', top: img.manifest, blobs: imageBlobs(img) },
+      ]);
+      const ref = `${reg.host}/test/cli:1`;
+      await skopeoPush(path.join(dir, 'layout'), 'img', ref);
+
+      const pull = await aenv(['pull', ref, '--name', 'cli-pull']);
+      expect(pull.code, pull.stderr).toBe(0);
+      expect(JSON.parse(pull.stdout)).toMatchObject({ status: 'ready' });
+
+      await writeFile(
+        path.join(dir, 'Dockerfile'),
+        `FROM ${ref}\nCOPY app.txt /app/\nRUN echo built > /app/built.txt\nENV MODE=cli\nCMD ["sleep", "3600"]\n`,
+      );
+      await writeFile(path.join(dir, 'app.txt'), 'app\n');
+      const build = await aenv(['build', path.join(dir, 'Dockerfile'), '--name', 'cli-build']);
+      expect(build.code, build.stderr).toBe(0);
+      const names = (await aenvJson<{ names: string[] }[]>(['template', 'ls'])).map((t) => t.names[0]);
+      expect(names).toEqual(expect.arrayContaining(['cli-pull', 'cli-build']));
+
+      const created = await api('POST', '/sandboxes', { templateID: 'cli-build' });
+      expect(created.status).toBe(201);
+      const id = created.json.sandboxID as string;
+      const r = await aenv(['exec', id, '--', 'cat /app/app.txt /app/built.txt; echo $MODE $GREETING; pwd']);
+      expect(r.stdout).toBe('app\nbuilt\ncli hi\n/home/user\n');
+      await api('DELETE', `/sandboxes/${id}`);
+
+      const failing = await aenv(['pull', `${reg.host}/test/cli:missing`, '--name', 'cli-missing']);
+      expect(failing.code).toBe(1);
+      expect(failing.stderr).toMatch(/cli:missing/);
+      for (const name of ['cli-pull', 'cli-build', 'cli-missing']) await aenv(['template', 'rm', name]);
+      const badFile = await aenv(['build', path.join(dir, 'nope'), '--name', 'x']);
+      expect(badFile.code).toBe(2);
+    } finally {
+      await reg.stop();
     }
-    const pull = await aenv(['pull', 'python:3.12-slim']);
-    expect(pull.code).toBe(1);
-    expect(pull.stderr).toMatch(/does not support template builds .*yet/);
-    const dir = await mkdtemp(path.join(work, 'build-'));
-    await writeFile(
-      path.join(dir, 'Dockerfile'),
-      'FROM debian:12\nCOPY app.txt /app/\nRUN echo hi\nCMD ["sleep", "infinity"]\n',
-    );
-    await writeFile(path.join(dir, 'app.txt'), 'app');
-    const build = await aenv(['build', path.join(dir, 'Dockerfile'), '--name', 'cli-test']);
-    expect(build.code).toBe(1);
-    expect(build.stderr).toMatch(/does not support template builds .*yet/);
-    const badFile = await aenv(['build', path.join(dir, 'nope'), '--name', 'x']);
-    expect(badFile.code).toBe(2);
   });
 });
 

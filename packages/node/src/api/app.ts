@@ -14,13 +14,18 @@ import { errorHandler } from './errors.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { systemRoutes } from './routes/system.js';
+import { templateRoutes } from './routes/templates.js';
 import type { SnapshotCatalog } from '../orchestrator/seams.js';
+import type { BuiltTemplates } from '../templates/built.js';
+import type { BuildFiles } from '../templates/builds/files.js';
+import type { ColdImages } from '../templates/cold.js';
 
 export interface AppDeps {
   config: NodeConfig;
   apiKey: string;
   orchestrator: Orchestrator;
   snapshots: SnapshotCatalog;
+  templates: { built: BuiltTemplates; files: BuildFiles; cold: ColdImages };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
   logger: Logger;
@@ -110,6 +115,15 @@ export async function buildApp(
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
     snapshots: deps.snapshots,
+    domain: domains[0],
+  });
+  await app.register(templateRoutes, {
+    orchestrator: deps.orchestrator,
+    templates: deps.templates.built,
+    files: deps.templates.files,
+    cold: deps.templates.cold,
+    snapshots: deps.snapshots,
+    defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());

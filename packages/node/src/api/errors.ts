@@ -1,7 +1,23 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, STATUS } from '../errors.js';
+import { ApiError, STATUS, type ApiErrorKind } from '../errors.js';
+import { OciError, type OciErrorCode } from '../image/oci/errors.js';
 import { NetworkError } from '../network/errors.js';
 import { SNAPSHOT_ERROR_KIND, SnapshotError } from '../snapshot/errors.js';
+
+/** Image pull failures: the client's reference or image, or the registry's fault. */
+const OCI_ERROR_KIND: Record<OciErrorCode, ApiErrorKind> = {
+  bad_reference: 'invalid',
+  not_found: 'not_found',
+  unauthorized: 'invalid',
+  unsupported: 'invalid',
+  platform_mismatch: 'invalid',
+  unsafe_layer: 'invalid',
+  registry_unavailable: 'bad_gateway',
+  registry_error: 'bad_gateway',
+  digest_mismatch: 'bad_gateway',
+  disk_full: 'unavailable',
+  cache_full: 'unavailable',
+};
 
 /** The single place errors become HTTP responses: `{code, message}` plus Retry-After. */
 export function errorBody(err: unknown): {
@@ -19,6 +35,10 @@ export function errorBody(err: unknown): {
   }
   if (err instanceof SnapshotError) {
     const status = STATUS[SNAPSHOT_ERROR_KIND[err.code]];
+    return { status, body: { code: status, message: err.message } };
+  }
+  if (err instanceof OciError) {
+    const status = STATUS[OCI_ERROR_KIND[err.code]];
     return { status, body: { code: status, message: err.message } };
   }
   if (err instanceof NetworkError) {

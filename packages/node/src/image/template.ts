@@ -1,4 +1,4 @@
-import { cp, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readCapture } from '../runtime/capture.js';
@@ -15,7 +15,7 @@ import { LayerStore } from './layer-store.js';
 import { silentLog, type Log } from './log.js';
 import { BASE_RECIPE, readyStateKey, recipeHash, type RootfsRecipe } from './recipe.js';
 import { buildDebianRootfs } from './rootfs-build.js';
-import { ENVD_PORT, envdInitArgs, loadToolsBundle, TOOLS_SANDBOX_PATH } from './tools.js';
+import { ENVD_PORT, envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from './tools.js';
 
 /** A template ready to be instantiated: creating a sandbox is `driver.restore({capture})`. */
 export interface Template {
@@ -101,11 +101,7 @@ async function build(
     );
     rootfsMs = Date.now() - t;
   }
-  // Captures name host paths; a private immutable copy keeps them valid when dist-tools is rebuilt.
-  const toolsId = `tools-${tools.hash.replace(/^sha256[:-]/, '')}`;
-  const toolsRoot = await layers.ensure(toolsId, { kind: 'envd-tools', hash: tools.hash }, (target) =>
-    cp(tools.dir, target, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true }),
-  );
+  const toolsRoot = await ensureToolsLayer(layers, tools);
 
   const mounts: ReadOnlyMount[] = [{ hostPath: toolsRoot, sandboxPath: TOOLS_SANDBOX_PATH }];
   const init: InitProcess = { args: envdInitArgs(tools, ENVD_PORT) };

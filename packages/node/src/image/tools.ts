@@ -1,6 +1,7 @@
-import { readFile, stat } from 'node:fs/promises';
+import { cp, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ImageBuildError } from './errors.js';
+import type { LayerStore } from './layer-store.js';
 
 /** Where the tools bundle (envd and its private runtime) appears inside every sandbox, read-only. */
 export const TOOLS_SANDBOX_PATH = '/opt/aenv-tools';
@@ -43,4 +44,15 @@ export async function loadToolsBundle(dir: string): Promise<ToolsBundle> {
 /** envd as the sandbox's first process, started from the read-only tools mount. */
 export function envdInitArgs(bundle: ToolsBundle, port = ENVD_PORT): string[] {
   return [`${TOOLS_SANDBOX_PATH}/${bundle.launcher}`, '--port', String(port)];
+}
+
+/**
+ * An immutable copy of the bundle in the node's layer store (keyed by its content hash), to mount
+ * into sandboxes: captures name host paths, and dist-tools may be rebuilt under them.
+ */
+export function ensureToolsLayer(layers: LayerStore, bundle: ToolsBundle): Promise<string> {
+  const id = `tools-${bundle.hash.replace(/^sha256[:-]/, '')}`;
+  return layers.ensure(id, { kind: 'envd-tools', hash: bundle.hash }, (target) =>
+    cp(bundle.dir, target, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true }),
+  );
 }

@@ -235,6 +235,7 @@ export class Orchestrator {
           handle.envdPort,
           {
             envVars: {
+              ...template.sandboxDefaults?.envVars,
               ...rec.envVars,
               E2B_SANDBOX: 'true',
               E2B_SANDBOX_ID: id,
@@ -242,7 +243,10 @@ export class Orchestrator {
             },
             // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
             accessToken: rec.envdAccessToken ?? '',
-            defaultUser: 'user',
+            defaultUser: template.sandboxDefaults?.user ?? 'user',
+            ...(template.sandboxDefaults?.workdir
+              ? { defaultWorkdir: template.sandboxDefaults.workdir }
+              : {}),
             timestamp: new Date().toISOString(),
           },
           template.envdToken,

@@ -23,6 +23,8 @@ interface TemplateCommon {
   snapshotId?: string;
   /** Lets go of the capture once sandboxes have been restored from it (cache pin). */
   release?: () => void;
+  /** envd's defaults at /init (an image's or a build's USER, WORKDIR, ENV); the user defaults to `user`. */
+  sandboxDefaults?: { user?: string; workdir?: string; envVars?: Record<string, string> };
 }
 
 /** A snapshot: a captured running sandbox that new sandboxes start from. */

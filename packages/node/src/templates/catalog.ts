@@ -70,7 +70,8 @@ export class BuiltinTemplates implements TemplateCatalog {
   }
 }
 
-async function envdVersion(toolsDir: string): Promise<string> {
+/** The envd version the tools bundle's manifest names. */
+export async function envdVersion(toolsDir: string): Promise<string> {
   const manifest = JSON.parse(await readFile(path.join(toolsDir, 'manifest.json'), 'utf8')) as {
     envdVersion?: string;
   };

@@ -253,3 +253,16 @@ export async function topLayer(): Promise<Buffer> {
 export async function randomLayer(n: number, name = 'random.bin'): Promise<Buffer> {
   return tarOf([{ name, content: randomBytes(n) }]);
 }
+
+/**
+ * What sandboxes from the busybox test images need to run E2B SDK commands and build steps: the
+ * `/bin/bash` the SDK starts (a shim to busybox sh) and the applets the tests call.
+ */
+export async function shellLayer(): Promise<Buffer> {
+  const applets = ['mkdir', 'chmod', 'chown', 'whoami', 'ps', 'grep', 'test', 'sleep', 'echo', 'pwd', 'id'];
+  return tarOf([
+    { name: 'bin/bash', content: '#!/bin/sh\nexec /bin/sh "$@"\n', mode: 0o755 },
+    ...applets.map((a) => ({ name: `bin/${a}`, type: 'symlink' as const, linkname: 'busybox' })),
+    { name: 'root/', type: 'directory', mode: 0o700 },
+  ]);
+}

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { ApiError, invalid } from '../../errors.js';
 import { validateEgressRules as validateEgress } from '../../network/egress.js';
-import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import type { CreateSandboxInput, Orchestrator } from '../../orchestrator/orchestrator.js';
 import { visibleState } from '../../orchestrator/states.js';
 import { matchesMetadata, paginate, parseMetadataFilter } from '../pagination.js';
 import {
@@ -24,30 +24,40 @@ export interface SandboxRoutesOptions {
   domain: string | undefined;
 }
 
+/** A create request's settings, everything but the template (shared with /sandboxes-cold). */
+export function createInput(
+  body: Static<typeof CreateSandboxBody>,
+  alwaysSecure: boolean,
+  defaultTimeoutSecs: number,
+): Omit<CreateSandboxInput, 'templateId'> {
+  if (body.timeout === 0) throw invalid('timeout must be at least 1 second');
+  const egress = validateEgress({
+    allowInternet: body.allow_internet_access ?? true,
+    allowOut: body.network?.allowOut ?? [],
+    denyOut: body.network?.denyOut ?? [],
+  });
+  return {
+    timeoutSecs: body.timeout ?? defaultTimeoutSecs,
+    metadata: body.metadata ?? {},
+    envVars: body.envVars ?? {},
+    autoPause: body.autoPause ?? true,
+    autoResume: body.autoResume?.enabled ?? false,
+    secure: alwaysSecure || (body.secure ?? false),
+    egress,
+    allowPublicTraffic: body.network?.allowPublicTraffic ?? true,
+  };
+}
+
 /** E2B's sandbox endpoints (E2B-COMPAT.md §2). */
 export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, opts) => {
   const { orchestrator: orch, domain } = opts;
 
   // v2 creates are always secured (the SDK marks `secure` deprecated and ignores it); v1 asks.
-  const create = async (body: Static<typeof CreateSandboxBody>, alwaysSecure: boolean) => {
-    if (body.timeout === 0) throw invalid('timeout must be at least 1 second');
-    const egress = validateEgress({
-      allowInternet: body.allow_internet_access ?? true,
-      allowOut: body.network?.allowOut ?? [],
-      denyOut: body.network?.denyOut ?? [],
-    });
-    return orch.create({
+  const create = async (body: Static<typeof CreateSandboxBody>, alwaysSecure: boolean) =>
+    orch.create({
+      ...createInput(body, alwaysSecure, opts.defaultTimeoutSecs),
       templateId: body.templateID ?? 'base',
-      timeoutSecs: body.timeout ?? opts.defaultTimeoutSecs,
-      metadata: body.metadata ?? {},
-      envVars: body.envVars ?? {},
-      autoPause: body.autoPause ?? true,
-      autoResume: body.autoResume?.enabled ?? false,
-      secure: alwaysSecure || (body.secure ?? false),
-      egress,
-      allowPublicTraffic: body.network?.allowPublicTraffic ?? true,
     });
-  };
   for (const url of ['/sandboxes', '/v2/sandboxes']) {
     app.post(url, { schema: { body: CreateSandboxBody } }, async (req, reply) => {
       const rec = await create(req.body, url.startsWith('/v2/'));

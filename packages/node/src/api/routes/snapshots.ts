@@ -73,17 +73,6 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRoutesOptions> = 
     },
   );
 
-  // One catalogue: deleting a template id deletes the snapshot of that id or name.
-  app.delete(
-    '/templates/:templateID',
-    { schema: { params: Type.Object({ templateID: Type.String({ maxLength: 128 }) }) } },
-    async (req, reply) => {
-      if (!(await snapshots.delete(req.params.templateID)))
-        throw notFound(`template ${req.params.templateID} not found`);
-      return reply.status(204).send();
-    },
-  );
-
   app.post(
     '/sandboxes/:sandboxID/fork',
     {
