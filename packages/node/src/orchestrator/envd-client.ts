@@ -3,7 +3,7 @@ import { request } from 'node:http';
 export interface EnvdInit {
   envVars: Record<string, string>;
   accessToken?: string;
-  defaultUser: string;
+  defaultUser?: string;
   defaultWorkdir?: string;
   timestamp: string;
 }

@@ -243,7 +243,9 @@ export class Orchestrator {
             },
             // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
             accessToken: rec.envdAccessToken ?? '',
-            defaultUser: template.sandboxDefaults?.user ?? 'user',
+            // Absent for snapshots and forks: envd's state is in the capture, so they keep the
+            // default user their source had.
+            ...(template.sandboxDefaults?.user ? { defaultUser: template.sandboxDefaults.user } : {}),
             ...(template.sandboxDefaults?.workdir
               ? { defaultWorkdir: template.sandboxDefaults.workdir }
               : {}),

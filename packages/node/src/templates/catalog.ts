@@ -65,6 +65,7 @@ export class BuiltinTemplates implements TemplateCatalog {
       alias: 'base',
       capture: t.capture,
       defaults: DEFAULT_RESOURCES,
+      sandboxDefaults: { user: 'user' },
       envdVersion: await envdVersion(this.opts.toolsDir),
     };
   }

@@ -190,6 +190,27 @@ for (const b of backends) {
       expect(all.records.filter((r) => r.id.startsWith('race')).map((r) => r.id)).toEqual([owner]);
     });
 
+    it('gives a claim to exactly one owner, until it is deleted', async () => {
+      const name = `pause/claim${randomBytes(3).toString('hex')}`;
+      const owners = Array.from({ length: 12 }, (_, i) => `node-${i}`);
+      // Racing owners need an atomic exclusive create: posix link(), or S3 If-None-Match, which
+      // s3rver lacks (its check-write-verify fallback can let a late writer replace the holder).
+      const atomic = !(repo instanceof OssRepository) || repo.conditionalWrites;
+      const holders = atomic
+        ? await Promise.all(owners.map((o) => repo.claim(name, o)))
+        : await owners.reduce<Promise<string[]>>(
+            async (acc, o) => [...(await acc), await repo.claim(name, o)],
+            Promise.resolve([]),
+          );
+      const winner = holders[0]!;
+      expect(new Set(holders)).toEqual(new Set([winner]));
+      expect(await repo.claim(name, winner)).toBe(winner);
+      await repo.deleteClaim(name);
+      await repo.deleteClaim(name);
+      expect(await repo.claim(name, 'node-late')).toBe('node-late');
+      await repo.deleteClaim(name);
+    });
+
     it('keeps two writer processes committing at once consistent', async () => {
       const work = await fx.scratch('race-work');
       const r3 = await b.make('procs');
@@ -328,6 +349,6 @@ describe('snapshot repository: errors', () => {
     await expect(repo.open()).rejects.toMatchObject({ reason: 'io', code: 'unavailable' });
     const file = createRepository({ backend: 'posix_fs', path: `${dir}` });
     await file.open();
-    expect((await readdir(dir)).sort()).toEqual(['aliases', 'blobs', 'locks', 'records', 'tmp']);
+    expect((await readdir(dir)).sort()).toEqual(['aliases', 'blobs', 'claims', 'locks', 'records', 'tmp']);
   });
 });
