@@ -5,12 +5,10 @@
  * one run. Run as root: npx tsx bench/node.ts [--creates 50] [--capacity 120]
  */
 import { readFile } from 'node:fs/promises';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { NetworkManager } from '../packages/node/src/network/manager.js';
 import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
-import { readCapture } from '../packages/node/src/runtime/capture.js';
 import {
   removeState,
   startServer,
@@ -18,7 +16,8 @@ import {
   useSdkEnv,
   type TestServer,
 } from '../packages/node/test/e2e/server-fixture.js';
-import { fmt, percentile, timeMs } from './stats.js';
+import { templateCapture } from './bare-runsc.js';
+import { fmt, line, percentile, timeMs } from './stats.js';
 
 const { values } = parseArgs({
   options: { creates: { type: 'string', default: '50' }, capacity: { type: 'string', default: '120' } },
@@ -26,36 +25,9 @@ const { values } = parseArgs({
 const N = Number(values.creates);
 const RES = { cpuCount: 2, memoryMB: 1024, diskSizeMB: 2048 };
 
-/** The newest ready-state capture of the base template (what the server restores). */
-async function templateCapture(): Promise<string> {
-  const dir = path.join(TEST_HOME, 'templates');
-  const { readdir, stat } = await import('node:fs/promises');
-  const dirs = (await readdir(dir)).filter((d) => !d.startsWith('.'));
-  const dated = await Promise.all(dirs.map(async (d) => ({ d, t: (await stat(path.join(dir, d))).mtimeMs })));
-  for (const { d } of dated.sort((a, b) => b.t - a.t)) {
-    const c = path.join(dir, d, 'capture');
-    if (
-      await readCapture(c).then(
-        () => true,
-        () => false,
-      )
-    )
-      return c;
-  }
-  throw new Error('no base template capture: start aenv-server once first');
-}
-
 async function memAvailable(): Promise<number> {
   return Number(/^MemAvailable:\s+(\d+)/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
 }
-
-const line = (name: string, xs: number[], base?: number[]) =>
-  console.log(
-    `${name.padEnd(44)} p50 ${fmt(percentile(xs, 50)).padStart(9)}  p95 ${fmt(percentile(xs, 95)).padStart(9)}` +
-      (base
-        ? `   baseline p50 ${fmt(percentile(base, 50)).padStart(9)}  ratio ${(percentile(xs, 50) / percentile(base, 50)).toFixed(2)}x`
-        : ''),
-  );
 
 async function withServer<T>(env: Record<string, string>, fn: (s: TestServer) => Promise<T>): Promise<T> {
   removeState();
@@ -71,7 +43,7 @@ async function withServer<T>(env: Record<string, string>, fn: (s: TestServer) =>
 }
 
 // Baseline: the raw runtime operations on the same capture, in this process.
-const capture = await templateCapture();
+const capture = await templateCapture(TEST_HOME);
 const driver = new GvisorDriver({ runtimeDir: '/run/aenv-bench-node', cgroupParent: 'aenv-bench' });
 const net = await NetworkManager.create({ nodeTag: 'bn', hostRange: '10.205.0.0/16', poolSize: 2 });
 const rawRestore: number[] = [];

@@ -3,22 +3,16 @@
  * floor), measured in the same run; parallel restores; idle memory; template build time.
  * Run as root: `npx tsx bench/runtime.ts` (ITER=5 by default; BENCH_FULL=1 also rebuilds the rootfs).
  */
-import { mkdir, readFile, rm, rmdir, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
 import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { buildOciSpec } from '../packages/node/src/runtime/gvisor/oci-spec.js';
-import {
-  runCommand,
-  runscGlobalArgs,
-  wrapForNetSysctlQuirk,
-} from '../packages/node/src/runtime/gvisor/runsc.js';
-import { waitForHealth } from '../packages/node/src/runtime/readiness.js';
 import { ensureTemplate } from '../packages/node/src/image/template.js';
 import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
 import type { Resources, SandboxHandle } from '../packages/node/src/runtime/driver.js';
 import { baseTemplate, TEST_HOME, TOOLS_DIR } from '../packages/node/test/runtime/fixture.js';
 import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
+import { bareRunsc } from './bare-runsc.js';
 
 const ITER = Number(process.env.ITER ?? 5);
 const RES: Resources = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
@@ -43,53 +37,8 @@ async function main() {
   };
 
   // ---- bare runsc, with the same flags, bundle and readiness check as the driver
-  const bareRoot = join(RUNTIME_DIR, 'bare-runsc');
-  let bareSeq = 0;
-  const bareFlags = {
-    root: bareRoot,
-    overlay: 'root:memory',
-    network: 'sandbox' as const,
-    netDisconnectOk: false,
-  };
-  const bareArgv = (args: string[], wrap: boolean) => {
-    const argv = [host.runscPath, ...runscGlobalArgs(bareFlags), ...args];
-    return wrap && host.netSysctlQuirk ? wrapForNetSysctlQuirk(argv) : argv;
-  };
-  const bareBundle = async (n: TestNet) => {
-    const id = `bare-${String(bareSeq++).padStart(6, '0')}`;
-    const dir = join(RUNTIME_DIR, 'bare', id);
-    await mkdir(dir, { recursive: true });
-    const spec = buildOciSpec({
-      rootfs: template.layers[0]!,
-      init: template.init,
-      mounts: template.mounts,
-      resources: RES,
-      netnsPath: n.netnsPath,
-      hostname: 'aenv',
-      cgroupsPath: `/aenv-bench/${id}`,
-      upperInMemory: true,
-    });
-    await writeFile(join(dir, 'config.json'), JSON.stringify(spec));
-    return { id, dir };
-  };
-  const bareLaunch = async (args: string[]) => {
-    const { openSync, closeSync } = await import('node:fs');
-    const fd = openSync('/dev/null', 'w');
-    try {
-      const r = await runCommand(bareArgv(args, true), { timeoutMs: 60_000, stdoutFd: fd });
-      if (r.code !== 0) throw new Error(`bare ${args[0]} failed`);
-    } finally {
-      closeSync(fd);
-    }
-  };
-  const bare = async (args: string[]) => {
-    const r = await runCommand(bareArgv(args, false), { timeoutMs: 60_000 });
-    if (r.code !== 0) throw new Error(`bare ${args.join(' ')}: ${r.stderr}`);
-  };
-  const healthy = async (n: TestNet) => {
-    const e = await waitForHealth(n.hostAddress, 49983, { timeoutMs: 30_000 });
-    if (e) throw new Error(e);
-  };
+  const bare = bareRunsc(host, { dir: RUNTIME_DIR, cgroupParent: 'aenv-bench' });
+  const source = { rootfs: template.layers[0]!, init: template.init, mounts: template.mounts };
 
   // start: fresh boot until envd answers
   const dStart: number[] = [];
@@ -115,17 +64,17 @@ async function main() {
     });
     dStart.push(now() - t);
     const n2 = net();
-    const b = await bareBundle(n2);
+    const b = await bare.bundle(n2, source, RES);
     t = now();
-    await bareLaunch(['run', '--bundle', b.dir, '--detach', b.id]);
-    await healthy(n2);
+    await bare.launch(['run', '--bundle', b.dir, '--detach', b.id]);
+    await bare.healthy(n2);
     bStart.push(now() - t);
 
     t = now();
     const cap = await driver.checkpoint(h, { dir: join(SCRATCH, `d${i}`), leaveRunning: true });
     dCkpt.push(now() - t);
     t = now();
-    await bare([
+    await bare.run([
       'checkpoint',
       '--image-path',
       join(SCRATCH, `b${i}`),
@@ -142,10 +91,10 @@ async function main() {
     await driver.resume(h);
     dResume.push(now() - t);
     t = now();
-    await bare(['pause', b.id]);
+    await bare.run(['pause', b.id]);
     bPause.push(now() - t);
     t = now();
-    await bare(['resume', b.id]);
+    await bare.run(['resume', b.id]);
     bResume.push(now() - t);
 
     const n3 = net();
@@ -153,9 +102,9 @@ async function main() {
     const r = await driver.restore({ capture: cap, resources: RES, net: n3 });
     dRestore.push(now() - t);
     const n4 = net();
-    const rb = await bareBundle(n4);
+    const rb = await bare.bundle(n4, source, RES);
     t = now();
-    await bareLaunch([
+    await bare.launch([
       'restore',
       '--image-path',
       join(SCRATCH, `b${i}`),
@@ -164,13 +113,13 @@ async function main() {
       '--detach',
       rb.id,
     ]);
-    await healthy(n4);
+    await bare.healthy(n4);
     bRestore.push(now() - t);
 
     await driver.kill(h);
     await driver.kill(r);
-    await bare(['delete', '--force', b.id]);
-    await bare(['delete', '--force', rb.id]);
+    await bare.kill(b.id);
+    await bare.kill(rb.id);
   }
   rows.push({ op: 'start (fresh boot → envd /health)', driver: p50(dStart), floor: p50(bStart) });
   rows.push({ op: 'checkpoint --leave-running', driver: p50(dCkpt), floor: p50(bCkpt) });
@@ -227,10 +176,8 @@ async function main() {
   await driver.close();
   destroyAllTestNets();
   await rm(SCRATCH, { recursive: true, force: true });
+  await bare.cleanup();
   await rm(RUNTIME_DIR, { recursive: true, force: true });
-  for (const d of ['cpu', 'cpuacct', 'cpuset', 'memory', 'pids', 'devices', 'freezer', 'blkio', 'systemd']) {
-    await rmdir(`/sys/fs/cgroup/${d}/aenv-bench`).catch(() => undefined);
-  }
 
   console.log(`\nruntime benchmark (gvisor, runsc ${host.runscVersion}, ${ITER} iterations, p50 ms)`);
   console.log('operation'.padEnd(42), 'driver'.padStart(9), 'bare runsc'.padStart(11), 'ratio'.padStart(7));

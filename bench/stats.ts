@@ -35,3 +35,12 @@ export function row(name: string, ours: number[], base: number[]): Record<string
     'ratio p50': (p50 / b50).toFixed(2) + 'x',
   };
 }
+
+/** One result line: p50 and p95, and when given, the baseline's p50 and the ratio of the p50s. */
+export const line = (name: string, xs: number[], base?: number[]) =>
+  console.log(
+    `${name.padEnd(44)} p50 ${fmt(percentile(xs, 50)).padStart(9)}  p95 ${fmt(percentile(xs, 95)).padStart(9)}` +
+      (base
+        ? `   baseline p50 ${fmt(percentile(base, 50)).padStart(9)}  ratio ${(percentile(xs, 50) / percentile(base, 50)).toFixed(2)}x`
+        : ''),
+  );

@@ -46,14 +46,15 @@ export interface TestServer {
 
 /**
  * Starts aenv-server on 127.0.0.1:18000 (+ instance) with its own network tag and range, and
- * waits for /health. Another instance number gives a second node beside this file's.
+ * waits for /health. Another instance number gives a second node beside this file's. With
+ * API_ADDR and AENV_HOME_PATH in `env` the node shares nothing with the test instances (a bench).
  */
 export async function startServer(
   env: Record<string, string> = {},
   instance = INSTANCE,
 ): Promise<TestServer> {
-  prepareHome(instance);
-  const url = urlOf(instance);
+  if (!env.AENV_HOME_PATH) prepareHome(instance);
+  const url = env.API_ADDR ? `http://${env.API_ADDR}` : urlOf(instance);
   let out = '';
   const child = spawn(process.execPath, [SERVER], {
     env: {
@@ -95,10 +96,13 @@ export async function startServer(
   };
 }
 
-/** Points the E2B SDK at the test server, as a user following the README would. */
-export function useSdkEnv(): void {
-  process.env.E2B_API_URL = URL_BASE;
-  process.env.E2B_SANDBOX_URL = URL_BASE;
+let apiBase = URL_BASE;
+
+/** Points the E2B SDK (and api()) at the test server, as a user following the README would. */
+export function useSdkEnv(url = URL_BASE): void {
+  apiBase = url;
+  process.env.E2B_API_URL = url;
+  process.env.E2B_SANDBOX_URL = url;
   process.env.E2B_API_KEY = API_KEY;
   delete process.env.E2B_DEBUG;
 }
@@ -109,7 +113,7 @@ export async function api(
   body?: unknown,
   headers: Record<string, string> = {},
 ) {
-  const r = await fetch(`${URL_BASE}${path}`, {
+  const r = await fetch(`${apiBase}${path}`, {
     method,
     headers: {
       'x-api-key': API_KEY,

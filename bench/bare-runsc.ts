@@ -1,0 +1,137 @@
+/**
+ * Bare runsc for the benchmarks' baselines: the same flags, bundle (OCI spec) and readiness check
+ * as the gVisor driver, without any of the node's machinery around it. Used by bench/runtime.ts
+ * and bench/snapshot.ts.
+ */
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, readdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readCapture } from '../packages/node/src/runtime/capture.js';
+import type { GvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
+import { buildOciSpec } from '../packages/node/src/runtime/gvisor/oci-spec.js';
+import {
+  runCommand,
+  runscGlobalArgs,
+  wrapForNetSysctlQuirk,
+} from '../packages/node/src/runtime/gvisor/runsc.js';
+import { waitForHealth } from '../packages/node/src/runtime/readiness.js';
+import type { InitProcess, ReadOnlyMount, Resources } from '../packages/node/src/runtime/driver.js';
+import type { TestNet } from '../packages/node/test/runtime/netns.js';
+
+/** What a bare sandbox boots or restores: one root filesystem layer, like the template's. */
+export interface BareSource {
+  readonly rootfs: string;
+  readonly init: InitProcess;
+  readonly mounts: readonly ReadOnlyMount[];
+  readonly hostname?: string;
+}
+
+export interface BareRunsc {
+  /** A bundle directory with config.json for a new container id. */
+  bundle(net: TestNet, source: BareSource, resources: Resources): Promise<{ id: string; dir: string }>;
+  /** `runsc run|restore … --detach` (its output and the sandbox's go to /dev/null). */
+  launch(args: string[]): Promise<void>;
+  /** Any other runsc command; throws with its stderr when it fails. */
+  run(args: string[]): Promise<string>;
+  /** `runsc delete --force`: stops the container and forgets it. */
+  kill(id: string): Promise<void>;
+  /** Waits until envd in the sandbox behind `net` answers /health. */
+  healthy(net: TestNet): Promise<void>;
+  /** `runsc delete --force` of every container made here, then its bundles and cgroups. */
+  cleanup(): Promise<void>;
+}
+
+const CGROUP_CONTROLLERS = [
+  'cpu',
+  'cpuacct',
+  'cpuset',
+  'memory',
+  'pids',
+  'devices',
+  'freezer',
+  'blkio',
+  'systemd',
+];
+
+export function bareRunsc(host: GvisorHost, opts: { dir: string; cgroupParent: string }): BareRunsc {
+  const flags = {
+    root: join(opts.dir, 'bare-runsc'),
+    overlay: 'root:memory',
+    network: 'sandbox' as const,
+    netDisconnectOk: false,
+  };
+  const argv = (args: string[], wrap: boolean) => {
+    const a = [host.runscPath, ...runscGlobalArgs(flags), ...args];
+    return wrap && host.netSysctlQuirk ? wrapForNetSysctlQuirk(a) : a;
+  };
+  const ids = new Set<string>();
+  let seq = 0;
+  const run = async (args: string[]) => {
+    const r = await runCommand(argv(args, false), { timeoutMs: 60_000 });
+    if (r.code !== 0) throw new Error(`bare ${args.join(' ')}: ${r.stderr}`);
+    return r.stdout;
+  };
+  return {
+    async bundle(net, source, resources) {
+      const id = `bare-${String(seq++).padStart(6, '0')}`;
+      const dir = join(opts.dir, 'bare', id);
+      await mkdir(dir, { recursive: true });
+      const spec = buildOciSpec({
+        rootfs: source.rootfs,
+        init: source.init,
+        mounts: source.mounts,
+        resources,
+        netnsPath: net.netnsPath,
+        hostname: source.hostname ?? 'aenv',
+        cgroupsPath: `/${opts.cgroupParent}/${id}`,
+        upperInMemory: true,
+      });
+      await writeFile(join(dir, 'config.json'), JSON.stringify(spec));
+      ids.add(id);
+      return { id, dir };
+    },
+    async launch(args) {
+      const fd = openSync('/dev/null', 'w');
+      try {
+        const r = await runCommand(argv(args, true), { timeoutMs: 60_000, stdoutFd: fd });
+        if (r.code !== 0) throw new Error(`bare ${args[0]} failed: ${r.stderr}`);
+      } finally {
+        closeSync(fd);
+      }
+    },
+    run,
+    async kill(id) {
+      await run(['delete', '--force', id]);
+      ids.delete(id);
+    },
+    async healthy(net) {
+      const e = await waitForHealth(net.hostAddress, 49983, { timeoutMs: 30_000 });
+      if (e) throw new Error(e);
+    },
+    async cleanup() {
+      for (const id of ids) await run(['delete', '--force', id]).catch(() => undefined);
+      ids.clear();
+      await rm(join(opts.dir, 'bare'), { recursive: true, force: true });
+      for (const c of CGROUP_CONTROLLERS)
+        await rmdir(`/sys/fs/cgroup/${c}/${opts.cgroupParent}`).catch(() => undefined);
+    },
+  };
+}
+
+/** The newest ready-state capture of the base template in a node's home (what the node restores). */
+export async function templateCapture(home: string): Promise<string> {
+  const dir = join(home, 'templates');
+  const dirs = (await readdir(dir)).filter((d) => !d.startsWith('.'));
+  const dated = await Promise.all(dirs.map(async (d) => ({ d, t: (await stat(join(dir, d))).mtimeMs })));
+  for (const { d } of dated.sort((a, b) => b.t - a.t)) {
+    const c = join(dir, d, 'capture');
+    if (
+      await readCapture(c).then(
+        () => true,
+        () => false,
+      )
+    )
+      return c;
+  }
+  throw new Error(`no base template capture in ${home}: start aenv-server once first`);
+}
