@@ -57,7 +57,7 @@ try {
   const data = randomBytes(64 << 20);
   const src = '/tmp/aenv-bench-src';
   await writeFile(src, data);
-  const up = await sample(5, () => sbx.files.write('/tmp/aenv-bench-up', data));
+  const up = await sample(5, () => sbx.files.write('/tmp/aenv-bench-up', new Blob([data])));
   const down = await sample(5, () => sbx.files.read('/tmp/aenv-bench-up', { format: 'bytes' }));
   const copy = await sample(5, () => copyFile(src, '/tmp/aenv-bench-copy'));
   rows.push(row('64 MiB files.write vs copyFile', up, copy));
