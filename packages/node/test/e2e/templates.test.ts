@@ -121,6 +121,30 @@ describe('template builds with the E2B SDK', () => {
     }
   });
 
+  it('builds from the base template over the REST API (fromTemplate), and forks keep its user', async () => {
+    const reg = await api('POST', '/v3/templates', { name: 'tpl-from-base' });
+    expect(reg.status).toBe(202);
+    const { templateID, buildID } = reg.json as { templateID: string; buildID: string };
+    const trigger = await api('POST', `/v2/templates/${templateID}/builds/${buildID}`, {
+      fromTemplate: 'base',
+      steps: [{ type: 'RUN', args: ['python3 -c "print(6*7)" > /home/user/answer.txt'], force: false }],
+    });
+    expect(trigger.status).toBe(202);
+    let status = '';
+    for (let i = 0; i < 600 && !['ready', 'error'].includes(status); i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      status = (await api('GET', `/templates/${templateID}/builds/${buildID}/status`)).json.status as string;
+    }
+    expect(status).toBe('ready');
+    const sbx = await Sandbox.create('tpl-from-base');
+    try {
+      expect((await sbx.commands.run('cat /home/user/answer.txt; whoami')).stdout).toBe('42\nuser\n');
+    } finally {
+      await sbx.kill();
+      await api('DELETE', '/templates/tpl-from-base');
+    }
+  });
+
   it('answers unknown templates and builds with 404', async () => {
     expect((await api('GET', '/templates/aliases/no-such-template')).status).toBe(404);
     expect((await api('GET', '/templates/nope/builds/nope/status')).status).toBe(404);
@@ -136,6 +160,18 @@ describe('POST /sandboxes-cold', () => {
     const sbx = await Sandbox.connect(r.json.sandboxID as string);
     try {
       expect((await sbx.commands.run('echo $GREETING; pwd; cat app.txt')).stdout).toBe('hi\n/srv\napp\n');
+      // A fork is restored from the sandbox's own state: same default user and environment.
+      const who = (await sbx.commands.run('whoami')).stdout;
+      const fork = await api('POST', `/sandboxes/${sbx.sandboxId}/fork`, { count: 1 });
+      expect(fork.status).toBe(201);
+      const child = await Sandbox.connect(
+        (fork.json as { sandbox: { sandboxID: string } }[])[0]!.sandbox.sandboxID,
+      );
+      try {
+        expect((await child.commands.run('whoami; echo $GREETING')).stdout).toBe(`${who}hi\n`);
+      } finally {
+        await child.kill();
+      }
     } finally {
       await sbx.kill();
     }
