@@ -277,6 +277,44 @@ export class BuiltTemplates implements TemplateCatalog {
     return templateBody(r ? infoOf(r) : undefined, entry);
   }
 
+  /**
+   * POST /templates/tags: points `name:tag` for each tag at the build `target` (`name` or
+   * `name:tag`) resolves to. A build a tag points to is kept when the template is rebuilt.
+   */
+  async assignTags(target: string, tags: string[]): Promise<{ buildID: string; tags: string[] }> {
+    const r = await this.record(target);
+    if (!r) throw notFound(`template ${target} not found`);
+    const { name } = splitName(target);
+    for (const tag of tags) await this.d.store.repository.setAlias(`${ALIAS_PREFIX}${name}:${tag}`, r.id);
+    return { buildID: infoOf(r).buildID, tags };
+  }
+
+  /** DELETE /templates/tags: removes `name:tag` names; unknown tags are fine, an unknown template is not. */
+  async removeTags(name: string, tags: string[]): Promise<void> {
+    if (!(await this.record(name))) throw notFound(`template ${name} not found`);
+    for (const tag of tags) await this.d.store.repository.deleteAlias(`${ALIAS_PREFIX}${name}:${tag}`);
+  }
+
+  /** GET /templates/{id}/tags: the tags of every stored build of the template. */
+  async tags(idOrName: string): Promise<{ tag: string; buildID: string; createdAt: string }[]> {
+    const r = await this.record(idOrName);
+    if (!r) throw notFound(`template ${idOrName} not found`);
+    const { templateID, names } = infoOf(r);
+    const prefix = `${ALIAS_PREFIX}${splitName(names[0]!).name}:`;
+    const out: { tag: string; buildID: string; createdAt: string }[] = [];
+    for (const build of await this.records(templateID)) {
+      for (const a of await this.d.store.repository.listAliases(build.id)) {
+        if (a.name.startsWith(prefix))
+          out.push({
+            tag: a.name.slice(prefix.length),
+            buildID: infoOf(build).buildID,
+            createdAt: build.createdAt,
+          });
+      }
+    }
+    return out.sort((a, b) => a.tag.localeCompare(b.tag));
+  }
+
   /** DELETE /templates/{id}: every stored build and its names; false when unknown. */
   async delete(idOrName: string): Promise<boolean> {
     const found = await this.get(idOrName);

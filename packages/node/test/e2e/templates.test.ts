@@ -94,6 +94,23 @@ describe('template builds with the E2B SDK', () => {
     }
   });
 
+  it('assigns, lists and removes tags with the SDK', async () => {
+    const assigned = await Template.assignTags('tpl-app', ['prod', 'stable']);
+    expect(assigned.tags).toEqual(['prod', 'stable']);
+    const { templateID } = (await api('GET', '/templates/aliases/tpl-app')).json as { templateID: string };
+    const tags = await Template.getTags(templateID);
+    expect(tags.map((t) => t.tag)).toEqual(expect.arrayContaining(['prod', 'stable']));
+    expect(new Set(tags.map((t) => t.buildID)).size).toBe(1);
+    const sbx = await Sandbox.create('tpl-app:prod');
+    await sbx.kill();
+    await Template.removeTags('tpl-app', 'prod');
+    expect((await api('GET', '/templates/aliases/tpl-app:prod')).status).toBe(404);
+    expect((await api('GET', '/templates/aliases/tpl-app:stable')).status).toBe(200);
+    expect((await api('POST', '/templates/tags', { target: 'no-such-template', tags: ['x'] })).status).toBe(
+      404,
+    );
+  });
+
   it('reports a failing RUN as an error status with the step and its log', async () => {
     const logs: string[] = [];
     const template = Template().fromImage(image('app')).runCmd('echo before-the-failure; exit 3');

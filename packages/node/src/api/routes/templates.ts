@@ -29,12 +29,13 @@ const Name = Type.String({
   maxLength: 200,
   pattern: '^[a-zA-Z0-9][a-zA-Z0-9._/-]*(:[a-zA-Z0-9._-]+)?$',
 });
+const Tag = Type.String({ pattern: '^[a-zA-Z0-9._-]{1,64}$' });
 
 const RequestBuildBody = Type.Object(
   {
     name: Type.Optional(Name),
     alias: Type.Optional(Name),
-    tags: Type.Optional(Type.Array(Type.String({ pattern: '^[a-zA-Z0-9._-]{1,64}$' }), { maxItems: 20 })),
+    tags: Type.Optional(Type.Array(Tag, { maxItems: 20 })),
     cpuCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
     memoryMB: Type.Optional(Type.Integer({ minimum: 128, maximum: 262_144 })),
   },
@@ -165,6 +166,24 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
     if (!t) throw notFound(`template ${req.params.templateID} not found`);
     return t;
   });
+
+  const Tags = Type.Array(Tag, { minItems: 1, maxItems: 20 });
+  app.post(
+    '/templates/tags',
+    { schema: { body: Type.Object({ target: Name, tags: Tags }) } },
+    async (req, reply) => reply.status(201).send(await templates.assignTags(req.body.target, req.body.tags)),
+  );
+  app.delete(
+    '/templates/tags',
+    { schema: { body: Type.Object({ name: Name, tags: Tags }) } },
+    async (req, reply) => {
+      await templates.removeTags(req.body.name, req.body.tags);
+      return reply.status(204).send();
+    },
+  );
+  app.get('/templates/:templateID/tags', { schema: { params: TemplateParams } }, async (req) =>
+    templates.tags(req.params.templateID),
+  );
 
   // One catalogue: a built template, else the snapshot of that id or name.
   app.delete('/templates/:templateID', { schema: { params: TemplateParams } }, async (req, reply) => {
