@@ -310,9 +310,7 @@ export class Orchestrator {
         const current = this.d.store.get(id);
         if (current?.state === t.during)
           this.d.store.compareAndSet({ ...current, state: rec.state }, t.during);
-        // Typed errors the API maps itself (repository unavailable, name taken, …) pass through.
-        if (err instanceof ApiError || err instanceof SnapshotError) throw err;
-        throw new ApiError('internal', `${op} failed: ${(err as Error).message}`);
+        throw operationError(op, err);
       }
     });
   }
@@ -374,30 +372,39 @@ export class Orchestrator {
    * filesystem are captured, then runs on with its id and end time unchanged.
    */
   async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
-    let info: SnapshotInfo | undefined;
+    let source: SandboxRecord | undefined;
+    let dir: string | undefined;
     await this.transition(id, 'snapshot', async (rec) => {
-      const dir = await this.captureRunning(rec, 'snapshot');
-      try {
-        info = await this.d.snapshots.save(
-          dir,
-          {
-            names: name ? [name] : [],
-            sourceSandboxId: id,
-            templateId: rec.templateId,
-            cpuCount: rec.cpuCount,
-            memoryMB: rec.memoryMB,
-            diskSizeMB: rec.diskSizeMB,
-            envdVersion: rec.envdVersion,
-          },
-          rec.envdAccessToken,
-        );
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-      }
-      this.logs.add(id, `snapshot ${info.snapshotID} taken`);
+      source = rec;
+      dir = await this.captureRunning(rec, 'snapshot');
       return { ...rec, state: 'running' };
     });
-    return info!;
+    // Stored after the sandbox is running again: its users (and the proxy, which waits while a
+    // sandbox is in a transient state) wait for the checkpoint only, not for the upload.
+    const rec = source!;
+    try {
+      const info = await this.d.snapshots.save(
+        dir!,
+        {
+          names: name ? [name] : [],
+          sourceSandboxId: id,
+          templateId: rec.templateId,
+          cpuCount: rec.cpuCount,
+          memoryMB: rec.memoryMB,
+          diskSizeMB: rec.diskSizeMB,
+          envdVersion: rec.envdVersion,
+        },
+        rec.envdAccessToken,
+      );
+      this.logs.add(id, `snapshot ${info.snapshotID} taken`);
+      return info;
+    } catch (err) {
+      this.d.observer.failed('snapshot');
+      this.d.logger.error({ err, sandboxId: id }, 'storing a snapshot failed');
+      throw operationError('snapshot', err);
+    } finally {
+      await rm(dir!, { recursive: true, force: true });
+    }
   }
 
   /** Checkpoints a running sandbox into a fresh directory, leaving it running. */
@@ -719,6 +726,12 @@ export class Orchestrator {
     }
     return secs;
   }
+}
+
+/** Typed errors the API maps itself (repository unavailable, name taken, …) pass through. */
+function operationError(op: string, err: unknown): Error {
+  if (err instanceof ApiError || err instanceof SnapshotError) return err;
+  return new ApiError('internal', `${op} failed: ${(err as Error).message}`);
 }
 
 async function runLimited<T>(items: T[], limit: number, fn: (t: T) => Promise<unknown>): Promise<void> {

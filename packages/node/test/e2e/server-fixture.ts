@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 
@@ -67,13 +68,21 @@ export async function startServer(
       AENV_NETWORK_HOST_RANGE: `10.${203 - instance * 10}.0.0/16`,
       AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
       AENV_POOL_SIZE: '2',
-      AENV_LOG_LEVEL: 'warn',
+      AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
       ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  // Also kept in a file, to read what the node said when a test failed.
+  const log = createWriteStream(`${tmpdir()}/aenv-e2e-server-${instance}.log`, { flags: 'a' });
+  log.write(`--- aenv-server started ${new Date().toISOString()}\n`);
+  const keep = (d: Buffer) => {
+    out += d.toString();
+    log.write(d);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  child.once('exit', () => log.end());
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + 60_000;
   for (;;) {
