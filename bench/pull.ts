@@ -6,7 +6,6 @@
  * Run as root: npx tsx bench/pull.ts [--base-mb 150] [--files 6000] [--app-mb 10]
  */
 import { execFile } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,9 +19,9 @@ import {
   skopeoPush,
   tarOf,
   writeLayout,
-  type TarItem,
 } from '../packages/node/test/oci/images.js';
 import { startRegistry } from '../packages/node/test/oci/registry.js';
+import { files } from './layers.js';
 import { timeMs } from './stats.js';
 
 const run = promisify(execFile);
@@ -38,30 +37,6 @@ const FILES = Number(values.files);
 const APP_MB = Number(values['app-mb']);
 const MB = 1 << 20;
 const mb = (n: number) => `${(n / MB).toFixed(1)} MB`;
-
-/** Half compressible (hex text), half not (random bytes): roughly what a distro layer looks like. */
-function content(n: number, i: number): Buffer {
-  if (i % 2 === 0) return randomBytes(n);
-  return Buffer.from(
-    randomBytes(Math.ceil(n / 2))
-      .toString('hex')
-      .slice(0, n),
-  );
-}
-
-function files(prefix: string, count: number, totalBytes: number): TarItem[] {
-  const items: TarItem[] = [];
-  // a few large files carry half the bytes, the rest is many small files
-  const large = Math.max(1, Math.floor(count / 500));
-  const largeSize = Math.floor(totalBytes / 2 / large);
-  const smallSize = Math.max(1, Math.floor(totalBytes / 2 / Math.max(1, count - large)));
-  for (let i = 0; i < count; i++) {
-    const dir = `${prefix}/d${Math.floor(i / 100)}`;
-    if (i % 100 === 0) items.push({ name: `${dir}/`, type: 'directory' });
-    items.push({ name: `${dir}/f${i}`, content: content(i < large ? largeSize : smallSize, i) });
-  }
-  return items;
-}
 
 async function main() {
   const work = await mkdtemp(join(tmpdir(), 'aenv-bench-pull-'));

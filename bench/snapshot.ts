@@ -11,8 +11,7 @@
  *
  * Run as root: npx tsx bench/snapshot.ts [--iter 10] [--fork-reps 5]
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -30,6 +29,7 @@ import {
 } from '../packages/node/test/e2e/server-fixture.js';
 import { TEST_HOME } from '../packages/node/test/runtime/fixture.js';
 import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
+import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
 
@@ -115,26 +115,11 @@ async function cleanup(): Promise<void> {
   destroyAllTestNets();
   for (const d of [HOME, RUNTIME, BARE_DIR]) await rm(d, { recursive: true, force: true });
   // What must not be left: the node's namespaces and chains, mounts, runsc processes.
-  const left = [
-    ...execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.startsWith(`aenv-${TAG}-`) || l.startsWith(`aenvtest-${process.pid}-`)),
-    ...readFileSync('/proc/self/mountinfo', 'utf8')
-      .split('\n')
-      .filter((l) => l.includes(HOME) || l.includes(RUNTIME)),
-    ...execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' })
-      .split('\n')
-      .filter((l) => l.includes('runsc') && (l.includes(RUNTIME) || l.includes(HOME))),
-  ];
+  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME]);
   if (left.length) console.error(`left behind:\n${left.join('\n')}`);
 }
 
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.once(sig, () => {
-    console.error(`${sig}: cleaning up`);
-    void cleanup().finally(() => process.exit(130));
-  });
-}
+cleanupOnSignals(cleanup);
 
 // ------------------------------------------------------------------ measurements
 
