@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { NetSlot } from '../network/slot.js';
@@ -38,6 +39,7 @@ export class SandboxWarmPool {
 
   /** A waiting sandbox of the template, if any; starts a refill either way. */
   take(template: ResolvedTemplate): PooledSandbox | undefined {
+    this.sweep(template);
     const entry = this.ready.get(poolKey(template))?.shift();
     this.fill(template);
     return entry;
@@ -98,16 +100,34 @@ export class SandboxWarmPool {
     return undefined;
   }
 
-  async close(): Promise<void> {
-    this.closed = true;
-    const all = [...this.ready.values()].flat();
-    this.ready.clear();
+  /**
+   * Kills the waiting sandboxes of captures that were replaced (the template was rebuilt) or are
+   * gone (it was deleted), so they do not hold memory and CPU for creates that never come.
+   */
+  private sweep(current: ResolvedTemplate): void {
+    for (const [key, list] of this.ready) {
+      if (key === poolKey(current) || this.filling.has(key)) continue;
+      const at = key.indexOf('@');
+      if (key.slice(0, at) !== current.templateId && existsSync(key.slice(at + 1))) continue;
+      this.ready.delete(key);
+      void this.discard(list);
+    }
+  }
+
+  private async discard(list: PooledSandbox[]): Promise<void> {
     await Promise.all(
-      all.map(async (p) => {
+      list.map(async (p) => {
         await this.opts.driver.kill(p.handle).catch(() => undefined);
         await this.opts.slots.release(p.slot).catch(() => undefined);
       }),
     );
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.ready.values()].flat();
+    this.ready.clear();
+    await this.discard(all);
   }
 }
 

@@ -83,35 +83,51 @@ export class SandboxProxy {
       body: { sandboxId: route.sandboxId, message: `sandbox unavailable: ${err.message}`, code: 502 },
     }));
     if ('status' in outcome) return sendJson(res, outcome.status, outcome.body);
-    const upstream = request({
-      host: outcome.address,
-      port: route.port,
-      method: req.method,
-      path: route.path,
-      headers: forwardHeaders(req.headers, false),
-      agent: this.agent(route.sandboxId),
-    });
-    upstream.on('response', (up) => {
-      res.writeHead(up.statusCode ?? 502, up.headers);
-      // Server-sent events and streamed RPC output must reach the client as they are produced.
-      res.flushHeaders();
-      up.pipe(res);
-      up.on('error', () => res.destroy());
-    });
-    upstream.on('error', (err) => {
-      this.logger.debug({ err, sandboxId: route.sandboxId, port: route.port }, 'proxy upstream error');
-      if (!res.headersSent) {
-        sendJson(res, 502, {
-          sandboxId: route.sandboxId,
-          message: `sandbox connection failed: ${err.message}`,
-          code: 502,
-        });
-      } else res.destroy();
-    });
-    res.on('close', () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
-    req.pipe(upstream);
+    const body = await replayableBody(req);
+    const send = (attempt: number) => {
+      const upstream = request({
+        host: outcome.address,
+        port: route.port,
+        method: req.method,
+        path: route.path,
+        headers: forwardHeaders(req.headers, false),
+        agent: this.agent(route.sandboxId),
+      });
+      upstream.on('response', (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        // Server-sent events and streamed RPC output must reach the client as they are produced.
+        res.flushHeaders();
+        up.pipe(res);
+        up.on('error', () => res.destroy());
+      });
+      upstream.on('error', (err: NodeJS.ErrnoException) => {
+        const ctx = { err, sandboxId: route.sandboxId, port: route.port, path: route.path };
+        // A connection closed before any answer: the request never reached the handler, so when
+        // it can be sent again it is. Seen with a kept-alive socket the sandbox closed, and with a
+        // just-restored sandbox on a loaded node, which drops new connections for a moment.
+        if (attempt < RESEND_DELAYS_MS.length && body && !res.headersSent && err.code === 'ECONNRESET') {
+          this.logger.debug(ctx, 'proxy upstream reset before answering; sending again');
+          setTimeout(() => {
+            if (!res.destroyed) send(attempt + 1);
+          }, RESEND_DELAYS_MS[attempt]);
+          return;
+        }
+        this.logger.debug(ctx, 'proxy upstream error');
+        if (!res.headersSent) {
+          sendJson(res, 502, {
+            sandboxId: route.sandboxId,
+            message: `sandbox connection failed: ${err.message}`,
+            code: 502,
+          });
+        } else res.destroy();
+      });
+      res.once('close', () => {
+        if (!res.writableFinished) upstream.destroy();
+      });
+      if (body) upstream.end(body);
+      else req.pipe(upstream);
+    };
+    send(0);
   }
 
   async upgrade(route: SandboxRoute, req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
@@ -155,6 +171,24 @@ export class SandboxProxy {
   close(): void {
     for (const id of [...this.agents.keys(), ...this.upgraded.keys()]) void this.drain(id);
   }
+}
+
+/** Pauses before sending a request again whose connection was reset before any answer. */
+const RESEND_DELAYS_MS = [100, 300, 800, 1500];
+
+/** Requests up to this size are read whole first, so they can be sent again. */
+const REPLAYABLE_BYTES = 256 * 1024;
+
+/** The whole body of a small request (empty when it has none); undefined for one to stream. */
+async function replayableBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  const length = req.headers['content-length'];
+  if (req.headers['transfer-encoding'] || length === undefined) {
+    return req.headers['transfer-encoding'] ? undefined : Buffer.alloc(0);
+  }
+  if (Number(length) > REPLAYABLE_BYTES) return undefined;
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
 }
 
 function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {
