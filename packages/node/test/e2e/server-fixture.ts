@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 
@@ -26,6 +25,7 @@ export const DOMAIN = 'aenv.test';
 export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
 
 const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
+const serverLogPath = (instance: number) => `${SHARED_HOME}/logs/server-${instance}.log`;
 export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
 
 function prepareHome(instance: number): void {
@@ -73,8 +73,10 @@ export async function startServer(
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  // Also kept in a file, to read what the node said when a test failed.
-  const log = createWriteStream(`${tmpdir()}/aenv-e2e-server-${instance}.log`, { flags: 'a' });
+  // Also kept in a file beside the shared template cache, to read what the node said when a test
+  // failed (the file of the latest test file to start this instance).
+  mkdirSync(`${SHARED_HOME}/logs`, { recursive: true });
+  const log = createWriteStream(serverLogPath(instance), { flags: 'a' });
   log.write(`--- aenv-server started ${new Date().toISOString()}\n`);
   const keep = (d: Buffer) => {
     out += d.toString();
@@ -165,6 +167,7 @@ export function useTestServer(env: Record<string, string> = {}): { server: TestS
   const ctx = {} as { server: TestServer };
   beforeAll(async () => {
     removeState();
+    rmSync(serverLogPath(INSTANCE), { force: true });
     ctx.server = await startServer(env);
     useSdkEnv();
   });
