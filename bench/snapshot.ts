@@ -32,6 +32,7 @@ import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/nod
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
+import { benchNode } from './bench-node.js';
 
 const { values } = parseArgs({
   options: { iter: { type: 'string', default: '10' }, 'fork-reps': { type: 'string', default: '5' } },
@@ -39,20 +40,14 @@ const { values } = parseArgs({
 const ITER = Number(values.iter);
 const FORK_REPS = Number(values['fork-reps']);
 
-const PORT = 18007;
-const URL_BASE = `http://127.0.0.1:${PORT}`;
-const HOME = '/var/lib/aenv-bench-snap';
-const RUNTIME = '/run/aenv-bench-snap';
+const {
+  url: URL_BASE,
+  home: HOME,
+  runtime: RUNTIME,
+  tag: TAG,
+  env: SERVER_ENV,
+} = benchNode({ port: 18007, name: 'snap', tag: 'bs', hostRange: '10.150.0.0/16' });
 const BARE_DIR = `${RUNTIME}-bare`;
-const TAG = 'bs';
-const SERVER_ENV = {
-  API_ADDR: `127.0.0.1:${PORT}`,
-  AENV_HOME_PATH: HOME,
-  AENV_RUNTIME_PATH: RUNTIME,
-  AENV_NETWORK_NODE_TAG: TAG,
-  AENV_NETWORK_HOST_RANGE: '10.150.0.0/16',
-  AENV_POOL_SIZE: '0',
-};
 const STORE = join(HOME, 'snapshot-store');
 const CACHE = join(HOME, 'snapshot-cache');
 const ENVD_PORT = 49983;

@@ -41,6 +41,7 @@ import { startRegistry, type TestRegistry } from '../packages/node/test/oci/regi
 import { files } from './layers.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
+import { benchNode } from './bench-node.js';
 
 const { values } = parseArgs({
   options: {
@@ -53,19 +54,13 @@ const ITER = Number(values.iter);
 const IMAGE_MB = Number(values['image-mb']);
 const FILES = Number(values.files);
 
-const PORT = 18008;
-const URL_BASE = `http://127.0.0.1:${PORT}`;
-const HOME = '/var/lib/aenv-bench-tpl';
-const RUNTIME = '/run/aenv-bench-tpl';
-const TAG = 'bt';
-const SERVER_ENV = {
-  API_ADDR: `127.0.0.1:${PORT}`,
-  AENV_HOME_PATH: HOME,
-  AENV_RUNTIME_PATH: RUNTIME,
-  AENV_NETWORK_NODE_TAG: TAG,
-  AENV_NETWORK_HOST_RANGE: '10.160.0.0/16',
-  AENV_POOL_SIZE: '0',
-};
+const {
+  url: URL_BASE,
+  home: HOME,
+  runtime: RUNTIME,
+  tag: TAG,
+  env: SERVER_ENV,
+} = benchNode({ port: 18008, name: 'tpl', tag: 'bt', hostRange: '10.160.0.0/16' });
 /** The same resources on both paths: /sandboxes-cold's defaults, given to the build too. */
 const RES = { cpuCount: 2, memoryMB: 1024 };
 const TEMPLATE = 'bench-tpl';

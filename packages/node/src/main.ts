@@ -150,6 +150,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
     await orchestrator.shutdown();
+    await templates.close();
     await app.close();
     proxy.close();
     await driver.close();

@@ -15,7 +15,7 @@ export function runStreamed(
   cmd: string,
   args: string[],
   onLine: (line: string) => void,
-  opts: { env?: NodeJS.ProcessEnv; tailLines?: number } = {},
+  opts: { env?: NodeJS.ProcessEnv; tailLines?: number; signal?: AbortSignal } = {},
 ): Promise<StreamedResult> {
   const keep = opts.tailLines ?? 40;
   return new Promise((resolve, reject) => {
@@ -41,7 +41,14 @@ export function runStreamed(
     };
     feed(child.stdout);
     feed(child.stderr);
+    // Aborted: SIGTERM, and the result once the command has exited (and cleaned up after itself).
+    const abort = () => child.kill('SIGTERM');
+    if (opts.signal?.aborted) abort();
+    opts.signal?.addEventListener('abort', abort, { once: true });
     child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ code, signal, tail }));
+    child.on('close', (code, signal) => {
+      opts.signal?.removeEventListener('abort', abort);
+      resolve({ code, signal, tail });
+    });
   });
 }

@@ -2,6 +2,7 @@ import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/p
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ImageBuildError } from './errors.js';
+import { unmountBelow } from '../runtime/gvisor/mounts.js';
 
 /** What a committed layer records about itself (layer.json beside its rootfs/). */
 export interface LayerMeta {
@@ -75,7 +76,7 @@ export class LayerStore {
         cause: e,
       });
     } finally {
-      await rm(tmp, { recursive: true, force: true });
+      await removeBuildDir(tmp);
     }
     return this.rootfs(id);
   }
@@ -87,8 +88,14 @@ export class LayerStore {
       if (!name.startsWith(TMP_PREFIX)) continue;
       const pid = Number(/-(\d+)-[0-9a-f]+$/.exec(name)?.[1]);
       if (Number.isInteger(pid) && pid !== process.pid && !pidAlive(pid)) {
-        await rm(join(this.root, name), { recursive: true, force: true });
+        await removeBuildDir(join(this.root, name));
       }
     }
   }
+}
+
+/** A build directory, after whatever its builder mounted inside it (a chroot's /proc, …). */
+async function removeBuildDir(dir: string): Promise<void> {
+  await unmountBelow(dir);
+  await rm(dir, { recursive: true, force: true });
 }

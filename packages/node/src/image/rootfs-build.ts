@@ -7,7 +7,12 @@ import { mmdebstrapArgs, type RootfsRecipe } from './recipe.js';
 const MMDEBSTRAP = '/usr/bin/mmdebstrap';
 
 /** Fills `target` (an empty directory) with the Debian root filesystem the recipe describes. */
-export async function buildDebianRootfs(recipe: RootfsRecipe, target: string, log: Log): Promise<void> {
+export async function buildDebianRootfs(
+  recipe: RootfsRecipe,
+  target: string,
+  log: Log,
+  signal?: AbortSignal,
+): Promise<void> {
   await access(MMDEBSTRAP).catch(() => {
     throw new ImageBuildError(
       `${MMDEBSTRAP} is missing: run scripts/setup.sh (or apt-get install mmdebstrap debian-archive-keyring)`,
@@ -15,8 +20,11 @@ export async function buildDebianRootfs(recipe: RootfsRecipe, target: string, lo
   });
   const started = Date.now();
   log.info(`rootfs: mmdebstrap ${recipe.suite} (${recipe.variant}) from ${recipe.mirror} into ${target}`);
-  const result = await runStreamed(MMDEBSTRAP, mmdebstrapArgs(recipe, target), (line) =>
-    log.info(`rootfs: ${line}`),
+  const result = await runStreamed(
+    MMDEBSTRAP,
+    mmdebstrapArgs(recipe, target),
+    (line) => log.info(`rootfs: ${line}`),
+    signal ? { signal } : {},
   );
   if (result.code !== 0) {
     throw new ImageBuildError(

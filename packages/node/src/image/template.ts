@@ -45,6 +45,8 @@ export interface EnsureTemplateOptions {
   /** Resources of the capturing boot; every restore sets its own. */
   readonly resources?: Resources;
   readonly log?: Log;
+  /** Stops a root filesystem build under way (the node is shutting down). */
+  readonly signal?: AbortSignal;
 }
 
 const TEMPLATE_FILE = 'template.json';
@@ -97,7 +99,7 @@ async function build(
     log.info(`template ${name}: building root filesystem ${rootfsId.slice(0, 12)} (takes a minute or two)`);
     const t = Date.now();
     await layers.ensure(rootfsId, { kind: 'mmdebstrap', recipe }, (target) =>
-      buildDebianRootfs(recipe, target, log),
+      buildDebianRootfs(recipe, target, log, opts.signal),
     );
     rootfsMs = Date.now() - t;
   }

@@ -22,6 +22,7 @@ const DEFAULT_RESOURCES = { cpuCount: 2, memoryMB: 1024, diskSizeMB: 2048 };
  */
 export class BuiltinTemplates implements TemplateCatalog {
   private base: Promise<Template> | undefined;
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly opts: {
@@ -41,6 +42,12 @@ export class BuiltinTemplates implements TemplateCatalog {
     return this.base;
   }
 
+  /** Node shutdown: stops a build under way and waits until it has cleaned up. */
+  async close(): Promise<void> {
+    this.stopping.abort();
+    await this.base?.catch(() => undefined);
+  }
+
   private async buildBase(): Promise<Template> {
     const slot = await this.opts.network.acquire();
     const log = this.opts.logger.child({ template: 'base' });
@@ -51,6 +58,7 @@ export class BuiltinTemplates implements TemplateCatalog {
         toolsDir: this.opts.toolsDir,
         net: slot,
         log: { info: (m: string) => log.info(m), warn: (m: string) => log.warn(m) },
+        signal: this.stopping.signal,
       });
     } finally {
       await this.opts.network.release(slot);

@@ -34,3 +34,16 @@ export async function unmountIfMounted(target: string): Promise<void> {
   const r = await runCommand(['umount', target], { timeoutMs: 30_000 });
   if (r.code !== 0) await run(['umount', '--lazy', target], 'umount');
 }
+
+/**
+ * Unmounts everything mounted at or below `dir`, deepest first (e.g. the /proc, /sys and /dev a
+ * killed chroot builder left in its target), so the directory can be removed without reaching
+ * into another filesystem. Throws when something stays mounted.
+ */
+export async function unmountBelow(dir: string): Promise<void> {
+  const below = (m: string) => m === dir || m.startsWith(`${dir}/`);
+  const mounted = [...(await mountPoints())].filter(below).sort((a, b) => b.length - a.length);
+  for (const m of mounted) await unmountIfMounted(m);
+  const left = [...(await mountPoints())].filter(below);
+  if (left.length) throw new Error(`still mounted below ${dir}: ${left.join(', ')}`);
+}
