@@ -1,3 +1,9 @@
+import { existsSync } from 'node:fs';
+import { mkdir, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
+import { TEST_HOME } from '../packages/node/test/runtime/fixture.js';
+
 /**
  * Where a benchmark's own aenv-server lives: a port, home, runtime dir, network tag and address
  * range that no test node and no other benchmark uses, with the warm pool off so every create
@@ -29,4 +35,16 @@ export function benchNode(o: { port: number; name: string; tag: string; hostRang
       AENV_POOL_SIZE: '0',
     },
   };
+}
+
+/**
+ * Links the base template's root filesystem layer from the tests' cache into `home`, when it is
+ * there, so a node or driver started on `home` captures the base ready state in seconds instead
+ * of building the rootfs (about a minute of mmdebstrap that would run beside the measurements).
+ */
+export async function borrowBaseRootfs(home: string): Promise<void> {
+  const rootfsId = recipeHash(BASE_RECIPE);
+  await mkdir(join(home, 'layers'), { recursive: true });
+  const cached = join(TEST_HOME, 'layers', rootfsId);
+  if (existsSync(cached)) await symlink(cached, join(home, 'layers', rootfsId));
 }

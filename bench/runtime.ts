@@ -3,16 +3,16 @@
  * floor), measured in the same run; parallel restores; idle memory; template build time.
  * Run as root: `npx tsx bench/runtime.ts` (ITER=5 by default; BENCH_FULL=1 also rebuilds the rootfs).
  */
-import { mkdir, readFile, rm, symlink } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
 import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
 import { ensureTemplate } from '../packages/node/src/image/template.js';
-import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
 import type { Resources, SandboxHandle } from '../packages/node/src/runtime/driver.js';
 import { baseTemplate, TEST_HOME, TOOLS_DIR } from '../packages/node/test/runtime/fixture.js';
 import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
 import { bareRunsc } from './bare-runsc.js';
+import { borrowBaseRootfs } from './bench-node.js';
 
 const ITER = Number(process.env.ITER ?? 5);
 const RES: Resources = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
@@ -165,10 +165,8 @@ async function main() {
 
   // template ready-state build (rootfs reused unless BENCH_FULL=1)
   const home = join(SCRATCH, 'home');
-  const rootfsId = recipeHash(BASE_RECIPE);
-  await mkdir(join(home, 'layers'), { recursive: true });
-  if (!process.env.BENCH_FULL)
-    await symlink(join(TEST_HOME, 'layers', rootfsId), join(home, 'layers', rootfsId));
+  if (process.env.BENCH_FULL) await mkdir(join(home, 'layers'), { recursive: true });
+  else await borrowBaseRootfs(home);
   const tb = now();
   const built = await ensureTemplate({ home, driver, toolsDir: TOOLS_DIR, net: net() });
   const buildMs = now() - tb;

@@ -12,11 +12,10 @@
  * Run as root: npx tsx bench/snapshot.ts [--iter 10] [--fork-reps 5]
  */
 import { existsSync } from 'node:fs';
-import { cp, mkdir, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
 import { readCapture } from '../packages/node/src/runtime/capture.js';
 import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
 import { PosixRepository, SnapshotStore } from '../packages/node/src/snapshot/index.js';
@@ -27,12 +26,11 @@ import {
   useSdkEnv,
   type TestServer,
 } from '../packages/node/test/e2e/server-fixture.js';
-import { TEST_HOME } from '../packages/node/test/runtime/fixture.js';
 import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
-import { benchNode } from './bench-node.js';
+import { benchNode, borrowBaseRootfs } from './bench-node.js';
 
 const { values } = parseArgs({
   options: { iter: { type: 'string', default: '10' }, 'fork-reps': { type: 'string', default: '5' } },
@@ -201,11 +199,7 @@ async function healthyThroughNode(id: string): Promise<void> {
 
 async function main(): Promise<Result> {
   await cleanupLeftovers();
-  // Borrow the base rootfs (a minute to build) from the test home when it is there.
-  const rootfsId = recipeHash(BASE_RECIPE);
-  await mkdir(join(HOME, 'layers'), { recursive: true });
-  if (existsSync(join(TEST_HOME, 'layers', rootfsId)))
-    await symlink(join(TEST_HOME, 'layers', rootfsId), join(HOME, 'layers', rootfsId));
+  await borrowBaseRootfs(HOME);
   await startNode();
   await (await Sandbox.create()).kill(); // builds the template's ready state in HOME
   const template = await templateCapture(HOME);
