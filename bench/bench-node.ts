@@ -5,8 +5,8 @@ import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
 import { TEST_HOME } from '../packages/node/test/runtime/fixture.js';
 
 /**
- * Where a benchmark's own aenv-server lives: a port, home, runtime dir, network tag and address
- * range that no test node and no other benchmark uses, with the warm pool off so every create
+ * Where a benchmark's own aenv-server lives: a port (181xx: test nodes use 180xx), home, runtime
+ * dir, network tag and address range that no test node and no other benchmark uses, with the warm pool off so every create
  * measures the path under test.
  */
 export interface BenchNode {

@@ -4,7 +4,7 @@
  * cache, through a real aenv-server, next to bare runsc doing the same runtime work (checkpoint,
  * parallel restores of the same capture) in the same run.
  *
- * The node it starts shares nothing with the tests or other benches: port 18007, home
+ * The node it starts shares nothing with the tests or other benches: port 18107, home
  * /var/lib/aenv-bench-snap (only the base rootfs layer is borrowed from the test home, read-only),
  * network tag `bs` in 10.150.0.0/16, runtime dir /run/aenv-bench-snap. Everything is removed at
  * the end, also on failure or Ctrl-C.
@@ -44,7 +44,7 @@ const {
   runtime: RUNTIME,
   tag: TAG,
   env: SERVER_ENV,
-} = benchNode({ port: 18007, name: 'snap', tag: 'bs', hostRange: '10.150.0.0/16' });
+} = benchNode({ port: 18107, name: 'snap', tag: 'bs', hostRange: '10.150.0.0/16' });
 const BARE_DIR = `${RUNTIME}-bare`;
 const STORE = join(HOME, 'snapshot-store');
 const CACHE = join(HOME, 'snapshot-cache');

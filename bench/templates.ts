@@ -10,7 +10,7 @@
  *
  * The images (busybox with a /bin/bash shim, as the e2e tests use, plus a data layer of --image-mb
  * in --files files, different in each) is pushed to Debian's docker-registry on 127.0.0.1. The node shares nothing
- * with the tests or other benches: port 18008, home /var/lib/aenv-bench-tpl, network tag `bt` in
+ * with the tests or other benches: port 18108, home /var/lib/aenv-bench-tpl, network tag `bt` in
  * 10.160.0.0/16, runtime dir /run/aenv-bench-tpl. Everything is removed at the end, also on
  * failure or Ctrl-C.
  *
@@ -60,7 +60,7 @@ const {
   runtime: RUNTIME,
   tag: TAG,
   env: SERVER_ENV,
-} = benchNode({ port: 18008, name: 'tpl', tag: 'bt', hostRange: '10.160.0.0/16' });
+} = benchNode({ port: 18108, name: 'tpl', tag: 'bt', hostRange: '10.160.0.0/16' });
 /** The same resources on both paths: /sandboxes-cold's defaults, given to the build too. */
 const RES = { cpuCount: 2, memoryMB: 1024 };
 const TEMPLATE = 'bench-tpl';

@@ -30,6 +30,12 @@ const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
 
+/**
+ * What startup has set up on the host, undone in reverse when a later step fails (the port is
+ * taken, the repository is unreachable, …) so a failed start leaves no namespaces or sandboxes.
+ */
+const undoStartup: (() => unknown)[] = [];
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
@@ -53,6 +59,7 @@ async function main(): Promise<void> {
   if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
   // Sandboxes a crashed predecessor left running are released before anything new starts.
   await driver.prepare();
+  undoStartup.push(() => driver.close());
   const network = await NetworkManager.create({
     nodeTag: config.network.nodeTag,
     hostRange: config.network.hostRange,
@@ -61,7 +68,9 @@ async function main(): Promise<void> {
     poolSize: config.pool.size + 2,
     logger,
   });
+  undoStartup.push(() => network.shutdown());
   const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
+  undoStartup.push(() => store.close());
   const toolsDir = process.env.AENV_TOOLS_DIR ?? defaultToolsDir();
   const templates = new BuiltinTemplates({ home, driver, network, toolsDir, logger });
 
@@ -128,6 +137,7 @@ async function main(): Promise<void> {
     version,
   });
   await app.listen({ host, port });
+  undoStartup.length = 0;
   orchestrator.startTtlLoop();
   void templates
     .prepare()
@@ -162,8 +172,9 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void stop('SIGINT'));
 }
 
-main().catch((err: unknown) => {
+main().catch(async (err: unknown) => {
   const msg = err instanceof ConfigError ? err.message : ((err as Error).stack ?? String(err));
   process.stderr.write(`aenv-server: ${msg}\n`);
+  for (const undo of undoStartup.reverse()) await (async () => undo())().catch(() => undefined);
   process.exit(1);
 });

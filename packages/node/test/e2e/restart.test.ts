@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
 import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from './server-fixture.js';
@@ -108,6 +110,19 @@ describe('node restarts', () => {
     for (const snap of (await api('GET', '/snapshots')).json as { snapshotID: string }[])
       await api('DELETE', `/templates/${snap.snapshotID}`);
     expect(runscLeft()).toEqual([]);
+  });
+
+  it('leaves no namespaces or sandboxes behind when it cannot start (port taken)', async () => {
+    const other = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 3;
+    const taken = createServer((socket) => socket.destroy()).listen(18000 + other, '127.0.0.1');
+    await once(taken, 'listening');
+    try {
+      await expect(startServer({ AENV_POOL_SIZE: '1' }, other)).rejects.toThrow(/EADDRINUSE/);
+    } finally {
+      taken.close();
+    }
+    const netns = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+    expect(netns).not.toContain(`aenv-e2e${other}-`);
   });
 
   it('answers creates beyond capacity with 429 and Retry-After instead of timing out', async () => {
