@@ -287,6 +287,45 @@ function copyExecutable(from: string, to: string): void {
   fs.chmodSync(to, 0o755);
 }
 
+/**
+ * Compiles native/loop-refresh.c (see there: how envd drops a dead epoll interest a restored
+ * checkpoint can carry) into <dir>/native/loop-refresh.node against the headers of the node that
+ * runs this build, which is the node the bundle ships. Without a C compiler or node's headers the
+ * bundle is built without it (envd then logs that it runs without the guard).
+ */
+export function buildLoopRefresh(dir: string): string | undefined {
+  const out = path.join(dir, 'native', 'loop-refresh.node');
+  const include = path.resolve(path.dirname(fs.realpathSync(process.execPath)), '..', 'include', 'node');
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  try {
+    execFileSync(
+      process.env.CC ?? 'cc',
+      [
+        '-shared',
+        '-fPIC',
+        '-O2',
+        '-Wall',
+        '-Werror',
+        '-DNODE_GYP_MODULE_NAME=loop_refresh',
+        `-I${include}`,
+        '-o',
+        out,
+        path.join(ENVD_DIR, 'native', 'loop-refresh.c'),
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    return out;
+  } catch (err) {
+    const e = err as { stderr?: Buffer; message: string };
+    console.warn(
+      `tools bundle: native/loop-refresh.node not built (${e.stderr?.toString().trim() || e.message}); ` +
+        'envd will run without its restored-epoll guard',
+    );
+    fs.rmSync(path.dirname(out), { recursive: true, force: true });
+    return undefined;
+  }
+}
+
 /** Fills `dir` (empty) with the bundle; returns its manifest. */
 async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest> {
   const native = nativePackages();
@@ -295,7 +334,12 @@ async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest>
   const node = path.join(dir, 'bin', 'node');
   copyExecutable(fs.realpathSync(process.execPath), node);
 
-  const { libs, loader } = sharedLibraries([node, ...copyNativePackages(native, dir)]);
+  const loopRefresh = buildLoopRefresh(dir);
+  const { libs, loader } = sharedLibraries([
+    node,
+    ...copyNativePackages(native, dir),
+    ...(loopRefresh ? [loopRefresh] : []),
+  ]);
   const libDir = path.join(dir, 'lib');
   for (const [soname, file] of libs) copyExecutable(file, path.join(libDir, soname));
   copyExecutable(loader, path.join(libDir, path.basename(loader)));

@@ -8,6 +8,7 @@ import { filesystemService } from './filesystem/service.js';
 import { handleEnvs, handleInit, handleMetrics } from './http/control.js';
 import { handleFiles } from './http/files.js';
 import { sendError, sendJson } from './http/respond.js';
+import { refreshAfterRestores, refreshEventLoop } from './loop-refresh.js';
 import { SystemMetrics } from './metrics.js';
 import { ProcessManager } from './process/manager.js';
 import { processService } from './process/service.js';
@@ -66,7 +67,12 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     }
     // /files checks a token or a URL signature itself; /init checks the current token itself.
     if (url.pathname === '/files') return handleFiles(req, res, url, state);
-    if (key === 'POST /init') return handleInit(req, res, state);
+    if (key === 'POST /init') {
+      // The node's first call after a restore: drop any dead epoll interest the capture carried
+      // (see loop-refresh.ts) before the sandbox is handed out.
+      refreshEventLoop(opts.logger, 'init');
+      return handleInit(req, res, state);
+    }
     if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
       throw new EnvdError('unauthenticated', 'unauthorized access, please provide a valid access token');
     }
@@ -107,6 +113,7 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     await sudo?.close();
     throw err;
   });
+  const stopRefreshing = refreshAfterRestores(opts.logger);
   const port = (server.address() as AddressInfo).port;
   opts.logger.info({ port }, 'envd listening');
 
@@ -117,6 +124,7 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     processes,
     sudo,
     async close() {
+      stopRefreshing();
       processes.killAll();
       await sudo?.close();
       server.closeAllConnections();

@@ -103,8 +103,9 @@ export class SandboxProxy {
       upstream.on('error', (err: NodeJS.ErrnoException) => {
         const ctx = { err, sandboxId: route.sandboxId, port: route.port, path: route.path };
         // A connection closed before any answer: the request never reached the handler, so when
-        // it can be sent again it is. Seen with a kept-alive socket the sandbox closed, and with a
-        // just-restored sandbox on a loaded node, which drops new connections for a moment.
+        // it can be sent again it is. Seen with a kept-alive socket the sandbox closed, and with
+        // sandboxes restored from a capture that carried a dead epoll interest in envd (envd now
+        // rebuilds its epoll instance after a restore, see packages/envd/src/loop-refresh.ts).
         if (attempt < RESEND_DELAYS_MS.length && body && !res.headersSent && err.code === 'ECONNRESET') {
           this.logger.debug(ctx, 'proxy upstream reset before answering; sending again');
           setTimeout(() => {

@@ -1,0 +1,45 @@
+/**
+ * native/loop-refresh.c: a dead epoll interest (what a restored gVisor checkpoint can carry, see
+ * src/loop-refresh.ts) cuts new connections on its fd number, and rebuilding the loop's epoll
+ * instance fixes them. Reproduced on the host's Linux with the same libuv (fixtures/stale-epoll.mjs).
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildLoopRefresh } from '../../scripts/build-tools-bundle.js';
+
+const run = promisify(execFile);
+const FIXTURE = fileURLToPath(new URL('./fixtures/stale-epoll.mjs', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'aenv-loop-refresh-'));
+const addon = process.platform === 'linux' ? buildLoopRefresh(dir) : undefined;
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Outcome {
+  fd: number;
+  refreshed: number | null;
+  results: string[];
+}
+
+async function scenario(withAddon: boolean): Promise<Outcome> {
+  const { stdout } = await run(process.execPath, [FIXTURE, ...(withAddon ? [addon!] : [])], {
+    timeout: 20_000,
+  });
+  return JSON.parse(stdout.trim().split('\n').pop()!) as Outcome;
+}
+
+describe.skipIf(!addon)('loop refresh', () => {
+  it('a dead epoll interest cuts requests on its fd number', async () => {
+    const o = await scenario(false);
+    expect(o.results.every((r) => r.startsWith('error'))).toBe(true);
+  });
+
+  it('rebuilding the epoll instance drops it', async () => {
+    const o = await scenario(true);
+    expect(o.refreshed).toBe(0);
+    expect(o.results).toEqual(['200 answered', '200 answered', '200 answered']);
+  });
+});
