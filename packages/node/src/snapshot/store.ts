@@ -29,6 +29,7 @@ import {
   isSnapshotId,
   RECORD_FORMAT,
   validateRecord,
+  type RecordFilter,
   type Repository,
   type SnapshotRecord,
 } from './repository.js';
@@ -219,6 +220,21 @@ export class SnapshotStore {
       throw e;
     });
     return id ? this.repository.getRecord(id) : null;
+  }
+
+  /** Every record matching `filter`, newest first, read page by page. */
+  async listAll(filter: RecordFilter): Promise<SnapshotRecord[]> {
+    const out: SnapshotRecord[] = [];
+    let nextToken: string | undefined;
+    do {
+      const page = await this.repository.listRecords(filter, {
+        limit: 1000,
+        ...(nextToken ? { nextToken } : {}),
+      });
+      out.push(...page.records);
+      nextToken = page.nextToken;
+    } while (nextToken);
+    return out;
   }
 
   async getRecord(idOrName: string): Promise<SnapshotRecord> {

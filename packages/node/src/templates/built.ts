@@ -223,18 +223,10 @@ export class BuiltTemplates implements TemplateCatalog {
     await this.d.cache.remove(recordId).catch(() => undefined);
   }
 
-  private async records(templateID?: string): Promise<SnapshotRecord[]> {
-    const out: SnapshotRecord[] = [];
-    let nextToken: string | undefined;
-    do {
-      const page = await this.d.store.repository.listRecords(
-        { labels: { kind: KIND, ...(templateID ? { templateId: templateID } : {}) } },
-        { limit: 1000, ...(nextToken ? { nextToken } : {}) },
-      );
-      out.push(...page.records);
-      nextToken = page.nextToken;
-    } while (nextToken);
-    return out;
+  private records(templateID?: string): Promise<SnapshotRecord[]> {
+    return this.d.store.listAll({
+      labels: { kind: KIND, ...(templateID ? { templateId: templateID } : {}) },
+    });
   }
 
   /** GET /templates/{id}/builds/{buildID}/status. */

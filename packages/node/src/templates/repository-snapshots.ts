@@ -71,17 +71,8 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
 
   async list(filter: { sandboxId?: string; name?: string }): Promise<SnapshotInfo[]> {
     const labels = { kind: KIND, ...(filter.sandboxId ? { sandboxId: filter.sandboxId } : {}) };
-    const out: SnapshotInfo[] = [];
-    let nextToken: string | undefined;
-    do {
-      const page = await this.store.repository.listRecords(
-        { labels, ...(filter.name ? { alias: filter.name } : {}) },
-        { limit: 1000, ...(nextToken ? { nextToken } : {}) },
-      );
-      out.push(...page.records.map((r) => ({ ...metaOf(r).info, snapshotID: r.id })));
-      nextToken = page.nextToken;
-    } while (nextToken);
-    return out;
+    const records = await this.store.listAll({ labels, ...(filter.name ? { alias: filter.name } : {}) });
+    return records.map((r) => ({ ...metaOf(r).info, snapshotID: r.id }));
   }
 
   async delete(idOrName: string): Promise<boolean> {
