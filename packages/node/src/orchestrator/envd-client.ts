@@ -8,6 +8,14 @@ export interface EnvdInit {
   timestamp: string;
 }
 
+/**
+ * envd's default user and working directory from a template's, image's or build's settings;
+ * absent ones are left as envd has them.
+ */
+export function initDefaults(d: { user?: string; workdir?: string } = {}): Partial<EnvdInit> {
+  return { ...(d.user ? { defaultUser: d.user } : {}), ...(d.workdir ? { defaultWorkdir: d.workdir } : {}) };
+}
+
 export interface EnvdMetrics {
   ts: number;
   cpu_count: number;

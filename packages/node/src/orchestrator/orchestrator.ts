@@ -7,9 +7,9 @@ import { ApiError, conflict, invalid, notFound, STATUS } from '../errors.js';
 import { readCapture } from '../runtime/capture.js';
 import { SnapshotError } from '../snapshot/errors.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
-import type { RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
+import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
 import type { SandboxStore } from '../store/sandbox-store.js';
-import type { EnvdClient, EnvdMetrics } from './envd-client.js';
+import { initDefaults, type EnvdClient, type EnvdMetrics } from './envd-client.js';
 import { newSandboxId } from './ids.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import type { SandboxRecord } from './record.js';
@@ -245,10 +245,7 @@ export class Orchestrator {
             accessToken: rec.envdAccessToken ?? '',
             // Absent for snapshots and forks: envd's state is in the capture, so they keep the
             // default user their source had.
-            ...(template.sandboxDefaults?.user ? { defaultUser: template.sandboxDefaults.user } : {}),
-            ...(template.sandboxDefaults?.workdir
-              ? { defaultWorkdir: template.sandboxDefaults.workdir }
-              : {}),
+            ...initDefaults(template.sandboxDefaults),
             timestamp: new Date().toISOString(),
           },
           template.envdToken,
@@ -354,12 +351,7 @@ export class Orchestrator {
     // From here the repository holds the state: a crash before the end still leaves it paused.
     const { captureDir: _c, ...rest } = rec;
     this.d.store.update({ ...rest, pauseId });
-    if (rec.pauseId)
-      await this.d.pauses
-        .drop(rec.pauseId)
-        .catch((err) =>
-          this.d.logger.warn({ err, pauseId: rec.pauseId }, 'dropping the previous pause failed'),
-        );
+    if (rec.pauseId) await this.dropPause(rec.sandboxId, rec.pauseId);
     const kept = await this.d.pauses.keep(pauseId, dir).catch((err) => {
       this.d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause not cached');
       return false;
@@ -538,33 +530,35 @@ export class Orchestrator {
     if (!local && !rec.pauseId)
       throw new ApiError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
     const opened = local ? undefined : await this.d.pauses.open(rec.pauseId!);
-    let slot: NetSlot;
-    let handle: SandboxHandle;
+    let live: Live;
     try {
-      slot = await this.d.slots.acquire(rec.egress);
-    } catch (err) {
-      opened?.release();
-      throw err;
-    }
-    try {
-      handle = await this.d.driver.restore({
-        capture: opened?.capture ?? rec.captureDir!,
-        resources: { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB },
-        net: slot,
-      });
-    } catch (err) {
-      await this.d.slots.release(slot).catch(() => undefined);
-      throw err;
+      live = await this.restoreInto(opened?.capture ?? rec.captureDir!, rec);
     } finally {
       opened?.release();
     }
-    this.live.set(rec.sandboxId, { handle, slot });
+    this.live.set(rec.sandboxId, live);
     // A local capture is obsolete once the sandbox runs on from it; the repository's pause stays
     // as the parent of the next one.
     if (rec.captureDir) await rm(path.dirname(rec.captureDir), { recursive: true, force: true });
     this.logs.add(rec.sandboxId, 'sandbox resumed');
     const { captureDir: _c, ...rest } = rec;
-    return { ...rest, state: 'running', handle, endAt: addSeconds(new Date(), timeoutSecs) };
+    return { ...rest, state: 'running', handle: live.handle, endAt: addSeconds(new Date(), timeoutSecs) };
+  }
+
+  /** A sandbox restored from `capture` with the record's resources, in a fresh network slot. */
+  private async restoreInto(capture: Capture | string, rec: SandboxRecord): Promise<Live> {
+    const slot = await this.d.slots.acquire(rec.egress);
+    try {
+      const handle = await this.d.driver.restore({
+        capture,
+        resources: { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB },
+        net: slot,
+      });
+      return { handle, slot };
+    } catch (err) {
+      await this.d.slots.release(slot).catch(() => undefined);
+      throw err;
+    }
   }
 
   async kill(id: string): Promise<void> {

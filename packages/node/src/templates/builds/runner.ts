@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { Credentials } from '../../image/oci/index.js';
 import type { NetworkManager } from '../../network/manager.js';
-import type { EnvdClient } from '../../orchestrator/envd-client.js';
+import { initDefaults, type EnvdClient } from '../../orchestrator/envd-client.js';
 import type { TemplateCatalog } from '../../orchestrator/seams.js';
 import type { Resources, RuntimeDriver, SandboxHandle } from '../../runtime/driver.js';
 import type { ImageBoot, SandboxDefaults } from '../image-boot.js';
@@ -77,8 +77,7 @@ export class BuildRunner {
       // Kept in envd's memory, so in the capture: every sandbox starts with them.
       await this.d.envd.init(slot.hostAddress, handle.envdPort, {
         envVars: state.env,
-        defaultUser: state.user,
-        ...(state.workdir ? { defaultWorkdir: state.workdir } : {}),
+        ...initDefaults(defaults),
         timestamp: new Date().toISOString(),
       });
       if (spec.startCmd) await this.start(envd, spec, state, log);
@@ -110,8 +109,7 @@ export class BuildRunner {
       const handle = await this.d.driver.start({ ...b.boot, resources, net });
       await this.d.envd.init(net.hostAddress, handle.envdPort, {
         envVars: b.defaults.envVars ?? {},
-        defaultUser: b.defaults.user ?? 'root',
-        ...(b.defaults.workdir ? { defaultWorkdir: b.defaults.workdir } : {}),
+        ...initDefaults(b.defaults),
         timestamp: new Date().toISOString(),
       });
       return {
