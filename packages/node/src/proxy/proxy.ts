@@ -1,4 +1,4 @@
-import { Agent, request, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { safeEqual } from '../orchestrator/tokens.js';
@@ -84,8 +84,12 @@ export class SandboxProxy {
     }));
     if ('status' in outcome) return sendJson(res, outcome.status, outcome.body);
     const body = await replayableBody(req);
+    let upstream: ClientRequest | undefined;
+    res.once('close', () => {
+      if (!res.writableFinished) upstream?.destroy();
+    });
     const send = (attempt: number) => {
-      const upstream = request({
+      upstream = request({
         host: outcome.address,
         port: route.port,
         method: req.method,
@@ -121,9 +125,6 @@ export class SandboxProxy {
             code: 502,
           });
         } else res.destroy();
-      });
-      res.once('close', () => {
-        if (!res.writableFinished) upstream.destroy();
       });
       if (body) upstream.end(body);
       else req.pipe(upstream);
@@ -182,11 +183,8 @@ const REPLAYABLE_BYTES = 256 * 1024;
 
 /** The whole body of a small request (empty when it has none); undefined for one to stream. */
 async function replayableBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  const length = req.headers['content-length'];
-  if (req.headers['transfer-encoding'] || length === undefined) {
-    return req.headers['transfer-encoding'] ? undefined : Buffer.alloc(0);
-  }
-  if (Number(length) > REPLAYABLE_BYTES) return undefined;
+  if (req.headers['transfer-encoding']) return undefined;
+  if (Number(req.headers['content-length'] ?? 0) > REPLAYABLE_BYTES) return undefined;
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
   return Buffer.concat(chunks);
