@@ -1,9 +1,10 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { packageDir } from '../paths.js';
 
 // AENV_TEST_ENVD_MAIN runs the same tests against another build of envd (e.g. a bundle).
-const MAIN = process.env.AENV_TEST_ENVD_MAIN ?? fileURLToPath(new URL('../../dist/main.js', import.meta.url));
-export const ENVD_PORT = 49983;
+const MAIN = process.env.AENV_TEST_ENVD_MAIN ?? `${packageDir('@agentenv/envd')}/dist/main.js`;
+export { ENVD_PORT };
 export const ENVD_URL = `http://127.0.0.1:${ENVD_PORT}`;
 
 /** The sandbox convention: a `user` account with a home, made here if the host lacks one. */

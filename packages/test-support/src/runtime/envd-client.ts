@@ -1,16 +1,15 @@
-import { request } from 'node:http';
+import { toJson } from '@bufbuild/protobuf';
+import { EnvdClient as NodeEnvdClient, requestOnce } from '@agentenv/node';
+import { EntryInfoSchema, Filesystem } from '@agentenv/protocol';
 
-/**
- * A minimal envd client for the runtime tests, speaking the Connect JSON protocol directly.
- * Every request uses its own connection that the client resets when done: a pooled keep-alive
- * connection (as fetch keeps) or a server-side close would leave an endpoint gVisor refuses to
- * checkpoint.
- */
+const TIMEOUT_MS = 30_000;
+
 export interface HttpResult {
   status: number;
   body: Buffer;
 }
 
+/** One request to a sandbox port on a connection of its own, reset afterwards (as the node does). */
 export function httpCall(
   host: string,
   port: number,
@@ -18,120 +17,45 @@ export function httpCall(
   path: string,
   headers: Record<string, string>,
   body?: Buffer,
-  timeoutMs = 30_000,
+  timeoutMs = TIMEOUT_MS,
 ): Promise<HttpResult> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host,
-        port,
-        method,
-        path,
-        agent: false,
-        headers: { ...headers, connection: 'keep-alive' },
-        timeout: timeoutMs,
-      },
-      (res) => {
-        // Taken now: once the response ends, the socket is detached from it.
-        const socket = res.socket;
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          if (!socket.destroyed) socket.resetAndDestroy();
-          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`${method} ${path} timed out`)));
-    req.on('error', reject);
-    req.end(body);
-  });
+  return requestOnce({ host, port, method, path, headers, timeoutMs, ...(body ? { body } : {}) });
 }
 
-export class EnvdClient {
-  constructor(
-    readonly host: string,
-    readonly port: number,
-  ) {}
-
-  async health(timeoutMs = 2000): Promise<number> {
-    return (await httpCall(this.host, this.port, 'GET', '/health', {}, undefined, timeoutMs)).status;
+/** The node's envd client with what the runtime tests ask of a sandbox besides. */
+export class EnvdClient extends NodeEnvdClient {
+  constructor(host: string, port: number) {
+    super(host, port, TIMEOUT_MS);
   }
 
+  /** An entry as envd's JSON names it (`type` is e.g. FILE_TYPE_DIRECTORY). */
   async stat(path: string): Promise<{ name: string; type: string }> {
-    const r = await httpCall(
-      this.host,
-      this.port,
-      'POST',
-      '/filesystem.Filesystem/Stat',
-      { 'content-type': 'application/json' },
-      Buffer.from(JSON.stringify({ path })),
-    );
-    if (r.status !== 200) throw new Error(`Stat ${path}: ${r.status} ${r.body.toString()}`);
-    return (JSON.parse(r.body.toString()) as { entry: { name: string; type: string } }).entry;
+    const { entry } = await this.connectClient(Filesystem).stat({ path });
+    if (!entry) throw new Error(`Stat ${path}: no entry`);
+    return toJson(EntryInfoSchema, entry) as { name: string; type: string };
   }
 
-  /** Runs a command to completion through process.Process/Start (a Connect server stream). */
+  /** Runs a command with bash to completion, collecting its output. */
   async run(cmd: string, user = 'root'): Promise<{ stdout: string; stderr: string; exitCode: number }> {
-    const msg = Buffer.from(JSON.stringify({ process: { cmd: '/bin/bash', args: ['-c', cmd] } }));
-    const frame = Buffer.alloc(5 + msg.length);
-    frame.writeUInt8(0, 0);
-    frame.writeUInt32BE(msg.length, 1);
-    msg.copy(frame, 5);
-    const r = await httpCall(
-      this.host,
-      this.port,
-      'POST',
-      '/process.Process/Start',
-      {
-        'content-type': 'application/connect+json',
-        'connect-protocol-version': '1',
-        authorization: `Basic ${Buffer.from(`${user}:`).toString('base64')}`,
-      },
-      frame,
-    );
-    if (r.status !== 200) throw new Error(`Process/Start: ${r.status} ${r.body.toString()}`);
     let stdout = '';
     let stderr = '';
-    let exitCode = -1;
-    for (let off = 0; off + 5 <= r.body.length;) {
-      const flags = r.body.readUInt8(off);
-      const len = r.body.readUInt32BE(off + 1);
-      const json = JSON.parse(r.body.subarray(off + 5, off + 5 + len).toString()) as {
-        event?: { data?: { stdout?: string; stderr?: string }; end?: { exitCode?: number } };
-        error?: { message?: string };
-      };
-      off += 5 + len;
-      if (flags & 2) {
-        if (json.error) throw new Error(`Process/Start stream error: ${json.error.message}`);
-        continue;
-      }
-      const ev = json.event;
-      if (ev?.data?.stdout) stdout += Buffer.from(ev.data.stdout, 'base64').toString();
-      if (ev?.data?.stderr) stderr += Buffer.from(ev.data.stderr, 'base64').toString();
-      if (ev?.end) exitCode = ev.end.exitCode ?? 0;
-    }
+    const exitCode = await this.exec({
+      cmd,
+      user,
+      shell: '/bin/bash',
+      timeoutMs: TIMEOUT_MS,
+      onOutput: (text, stream) => (stream === 'stdout' ? (stdout += text) : (stderr += text)),
+    });
     return { stdout, stderr, exitCode };
   }
 
-  async upload(path: string, data: Buffer, user = 'root'): Promise<void> {
-    const q = `path=${encodeURIComponent(path)}&username=${user}`;
-    const r = await httpCall(
-      this.host,
-      this.port,
-      'POST',
-      `/files?${q}`,
-      { 'content-type': 'application/octet-stream' },
-      data,
-    );
-    if (r.status !== 200) throw new Error(`upload ${path}: ${r.status} ${r.body.toString()}`);
+  upload(path: string, data: Buffer, user = 'root'): Promise<void> {
+    return this.writeFile(path, data, user);
   }
 
   async download(path: string, user = 'root'): Promise<Buffer> {
-    const q = `path=${encodeURIComponent(path)}&username=${user}`;
-    const r = await httpCall(this.host, this.port, 'GET', `/files?${q}`, {});
-    if (r.status !== 200) throw new Error(`download ${path}: ${r.status} ${r.body.toString()}`);
-    return r.body;
+    const data = await this.readFile(path, user);
+    if (!data) throw new Error(`download ${path}: 404`);
+    return data;
   }
 }

@@ -1,13 +1,12 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import type { RuntimeDriver } from '../../src/runtime/driver.js';
-import { ensureTemplate, type Template } from '../../src/image/template.js';
+import { ensureTemplate, type RuntimeDriver, type Template } from '@agentenv/node';
+import { REPO_ROOT } from '../paths.js';
 import { createTestNet } from './netns.js';
 
 /** Persistent across runs: the base template takes a minute or two to build the first time. */
 export const TEST_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
-export const REPO = fileURLToPath(new URL('../../../../', import.meta.url));
+export const REPO = REPO_ROOT;
 export const TOOLS_DIR = `${REPO}packages/envd/dist-tools`;
 
 /** Builds envd's tools bundle when it is missing (a fresh clone). */

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import type { SandboxNet } from '../../src/runtime/driver.js';
+import type { SandboxNet } from '@agentenv/node';
 
 /**
  * Ad-hoc network namespaces for the runtime tests, standing in for the node's NetworkManager:

@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
+import { packageDir } from '../paths.js';
 
-const SERVER = fileURLToPath(new URL('../../bin/aenv-server.js', import.meta.url));
+const SERVER = `${packageDir('@agentenv/node')}/bin/aenv-server.js`;
 
 /**
  * A persistent home so the base template (a Debian root filesystem and its ready-state capture)

@@ -4,12 +4,10 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { fileURLToPath } from 'node:url';
-import { CAPTURE_FORMAT, writeCaptureMeta } from '../../src/runtime/capture.js';
-import type { CaptureMeta } from '../../src/runtime/driver.js';
-import type { RepositoryConfig } from '../../src/snapshot/index.js';
+import { CAPTURE_FORMAT, writeCaptureMeta, type CaptureMeta, type RepositoryConfig } from '@agentenv/node';
+import { REPO_ROOT, sameSourceFlags, siblingScript } from '../paths.js';
 
-export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+export { REPO_ROOT };
 
 /** A scratch directory under the OS temp dir, removed by the returned function. */
 export async function scratchDir(tag: string): Promise<{ dir: string; remove: () => Promise<void> }> {
@@ -89,9 +87,10 @@ export async function startS3(): Promise<S3Server> {
     process.execPath,
     [
       '--openssl-legacy-provider',
+      ...sameSourceFlags(import.meta.url),
       '--import',
       'tsx',
-      join(REPO_ROOT, 'packages/node/test/snapshot/s3-server.ts'),
+      siblingScript(import.meta.url, 's3-server'),
       JSON.stringify({ dir, bucket, log: !!process.env.AENV_S3RVER_LOG }),
     ],
     { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
@@ -164,11 +163,17 @@ export function fileFixtures(): { readonly s3: S3Server; scratch(tag: string): P
   };
 }
 
-/** Runs test/snapshot/child.ts in a separate node process (tsx loader) with a JSON argument. */
+/** Runs child.ts in a separate node process (tsx loader) with a JSON argument. */
 export function spawnChild(args: Record<string, unknown>) {
   return spawn(
     process.execPath,
-    ['--import', 'tsx', join(REPO_ROOT, 'packages/node/test/snapshot/child.ts'), JSON.stringify(args)],
+    [
+      ...sameSourceFlags(import.meta.url),
+      '--import',
+      'tsx',
+      siblingScript(import.meta.url, 'child'),
+      JSON.stringify(args),
+    ],
     {
       cwd: REPO_ROOT,
       stdio: ['ignore', 'pipe', 'pipe'],
