@@ -1,3 +1,13 @@
-export { DomainError, STATUS, conflict, invalid, notFound, type DomainErrorKind } from './errors.js';
-export { errorBody, statusBody, type ErrorResponse } from './http.js';
+export {
+  DomainError,
+  STATUS,
+  conflict,
+  invalid,
+  isFault,
+  notFound,
+  withContext,
+  type DomainErrorKind,
+  type DomainErrorOptions,
+} from './errors.js';
+export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';

@@ -1,3 +1,5 @@
+import { DomainError, type DomainErrorKind } from '@agentenv/common';
+
 /**
  * Why a network operation failed. Callers branch on `code` (the API maps the validation codes to a
  * 400); the message is written for a human reading a log or an API error body.
@@ -24,7 +26,24 @@ export type NetworkErrorCode =
   /** The process lacks the privileges namespaces and iptables need. */
   | 'NOT_ROOT';
 
-export class NetworkError extends Error {
+/** What each code is for a client: bad rules are the request's fault, the rest the node's. */
+export const NETWORK_ERROR_KIND: Readonly<Record<NetworkErrorCode, DomainErrorKind>> = {
+  INVALID_CIDR: 'invalid',
+  DOMAIN_NOT_SUPPORTED: 'invalid',
+  INVALID_CONFIG: 'internal',
+  MISSING_BINARY: 'internal',
+  COMMAND_FAILED: 'internal',
+  EXHAUSTED: 'unavailable',
+  RANGE_IN_USE: 'internal',
+  UNKNOWN_SLOT: 'internal',
+  SHUT_DOWN: 'unavailable',
+  NOT_ROOT: 'internal',
+};
+
+/** Seconds to wait when every host-side address is in use: sandboxes end and free theirs. */
+const EXHAUSTED_RETRY_SECS = 5;
+
+export class NetworkError extends DomainError {
   override readonly name = 'NetworkError';
 
   constructor(
@@ -32,6 +51,11 @@ export class NetworkError extends Error {
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(
+      NETWORK_ERROR_KIND[code],
+      message,
+      code === 'EXHAUSTED' ? EXHAUSTED_RETRY_SECS : undefined,
+      options,
+    );
   }
 }
