@@ -7,14 +7,20 @@ import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
 import { NodeMetrics } from './metrics/index.js';
 import { NetworkManager } from './network/index.js';
-import { Orchestrator, RepositoryPauses, SandboxStore, SandboxWarmPool } from './orchestrator/index.js';
+import {
+  LocalCaptureDirs,
+  Orchestrator,
+  procMeminfo,
+  RepositoryPauses,
+  SandboxStore,
+  SandboxWarmPool,
+} from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
-import { GvisorDriver } from './runtime/index.js';
 import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.js';
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
 import { Limiter } from './util/index.js';
-import { openSnapshotRepository } from './wiring/index.js';
+import { createDriver, openSnapshotRepository } from './wiring/index.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -36,12 +42,9 @@ async function main(): Promise<void> {
   const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
   const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
 
-  // Per-node runtime dir and cgroup parent: two nodes on one machine never touch each other's.
-  // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
-  const driver = new GvisorDriver({
-    runtimeDir: path.join(config.runtimePath, config.network.nodeTag),
-    cgroupParent: `aenv-${config.network.nodeTag}`,
-    netDisconnectOk: true,
+  const driver = createDriver(config.runtime, {
+    runtimePath: config.runtimePath,
+    nodeTag: config.network.nodeTag,
   });
   const probe = await driver.probe();
   if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
@@ -92,7 +95,15 @@ async function main(): Promise<void> {
     templates: [built, base],
     cold: new ColdImages({ images, envdVersion: envdVer }),
   });
-  const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
+  const captures = new LocalCaptureDirs(path.join(home, 'captures'));
+  const pool = new SandboxWarmPool({
+    size: config.pool.size,
+    driver,
+    slots: network,
+    memory: procMeminfo,
+    captures,
+    logger,
+  });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
@@ -108,7 +119,7 @@ async function main(): Promise<void> {
     envd,
     logger,
     nodeSecret,
-    capturesDir: path.join(home, 'captures'),
+    captures,
     observer: metrics,
     pool,
   });

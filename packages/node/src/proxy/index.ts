@@ -1,2 +1,2 @@
-export { SandboxProxy } from './proxy.js';
+export { SandboxProxy, sandboxNotFound, errorResponseText, type ProxyTargets } from './proxy.js';
 export { routeRequest, type SandboxRoute } from './route.js';
