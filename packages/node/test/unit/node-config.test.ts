@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseListenAddress } from '../../src/config/load.js';
+import { createDriver } from '../../src/wiring/index.js';
 
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -60,5 +61,21 @@ domains = ["a.example"]
     expect(parseListenAddress('127.0.0.1:8000')).toEqual({ host: '127.0.0.1', port: 8000 });
     expect(parseListenAddress('[::1]:80')).toEqual({ host: '::1', port: 80 });
     expect(() => parseListenAddress('host:99999')).toThrow();
+  });
+});
+
+describe('runtime driver from the configuration', () => {
+  const at = { runtimePath: '/run/aenv-test-config', nodeTag: 'cfg' };
+
+  it('builds the gVisor driver for `gvisor`', () => {
+    const driver = createDriver(loadConfig({}).runtime, at);
+    expect(driver.name).toBe('gvisor');
+  });
+
+  it('refuses `firecracker` with a message saying why and what to use', () => {
+    const config = loadConfig({ AENV_RUNTIME: 'firecracker', AENV_VIRTUALIZATION_MODE: 'pvm' });
+    expect(config.runtime).toEqual({ driver: 'firecracker', virtualizationMode: 'pvm' });
+    expect(() => createDriver(config.runtime, at)).toThrow(ConfigError);
+    expect(() => createDriver(config.runtime, at)).toThrow(/no Firecracker driver yet; use "gvisor"/);
   });
 });
