@@ -67,6 +67,26 @@ export class DomainError extends Error {
   }
 }
 
+/**
+ * The base class of a module's errors: each has a stable `code`, and its kind (and Retry-After,
+ * where one applies) follows from the code by the module's tables, so the kind is set where the
+ * error is thrown and the one mapping covers the module.
+ */
+export function codedError<C extends string>(
+  kinds: Readonly<Record<C, DomainErrorKind>>,
+  retryAfter?: Readonly<Partial<Record<C, number>>>,
+) {
+  return class CodedError extends DomainError {
+    constructor(
+      readonly code: C,
+      message: string,
+      options?: { cause?: unknown },
+    ) {
+      super(kinds[code], message, retryAfter?.[code], options);
+    }
+  };
+}
+
 export const invalid = (m: string) => new DomainError('invalid', m);
 export const notFound = (m: string) => new DomainError('not_found', m);
 export const conflict = (m: string) => new DomainError('conflict', m);

@@ -1,4 +1,5 @@
 export {
+  codedError,
   DomainError,
   STATUS,
   conflict,

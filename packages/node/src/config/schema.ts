@@ -12,7 +12,9 @@ export const NodeConfigSchema = Type.Object({
   runtimePath: Type.String({ minLength: 1 }),
   apiKey: Type.Optional(Type.String({ minLength: 8 })),
   runtime: Type.Object({
+    /** `firecracker` parses, but the node refuses to start with it until a driver exists. */
     driver: Type.Union([Type.Literal('gvisor'), Type.Literal('firecracker')]),
+    /** KVM or PVM for Firecracker microVMs; gVisor needs no virtualisation and ignores it. */
     virtualizationMode: Type.Union([Type.Literal('kvm'), Type.Literal('pvm')]),
   }),
   orchestrator: Type.Object({

@@ -1,4 +1,4 @@
-import { DomainError, type DomainErrorKind } from '@agentenv/common';
+import { codedError, type DomainErrorKind } from '@agentenv/common';
 
 /**
  * Why a network operation failed. Callers branch on `code` (the API maps the validation codes to a
@@ -40,22 +40,9 @@ export const NETWORK_ERROR_KIND: Readonly<Record<NetworkErrorCode, DomainErrorKi
   NOT_ROOT: 'internal',
 };
 
-/** Seconds to wait when every host-side address is in use: sandboxes end and free theirs. */
-const EXHAUSTED_RETRY_SECS = 5;
+/** Every host-side address is in use: sandboxes end and free theirs, so try again in a while. */
+const RETRY_AFTER: Partial<Record<NetworkErrorCode, number>> = { EXHAUSTED: 5 };
 
-export class NetworkError extends DomainError {
+export class NetworkError extends codedError(NETWORK_ERROR_KIND, RETRY_AFTER) {
   override readonly name = 'NetworkError';
-
-  constructor(
-    readonly code: NetworkErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(
-      NETWORK_ERROR_KIND[code],
-      message,
-      code === 'EXHAUSTED' ? EXHAUSTED_RETRY_SECS : undefined,
-      options,
-    );
-  }
 }

@@ -1,4 +1,4 @@
-import { DomainError, type DomainErrorKind } from '@agentenv/common';
+import { codedError, type DomainErrorKind } from '@agentenv/common';
 
 export type SnapshotErrorCode =
   /** Bad repository settings (e.g. no region): a startup error. */
@@ -35,15 +35,8 @@ export const SNAPSHOT_ERROR_KIND: Readonly<Record<SnapshotErrorCode, DomainError
 };
 
 /** Base of every error of the snapshot library; `code` is stable, the kind follows from it. */
-export class SnapshotError extends DomainError {
+export class SnapshotError extends codedError(SNAPSHOT_ERROR_KIND) {
   override readonly name: string = 'SnapshotError';
-  constructor(
-    readonly code: SnapshotErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(SNAPSHOT_ERROR_KIND[code], message, undefined, options);
-  }
 }
 
 export class RepositoryConfigError extends SnapshotError {

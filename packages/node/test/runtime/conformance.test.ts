@@ -9,6 +9,7 @@ import {
   RuntimeError,
 } from '../../src/runtime/errors.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
+import { createDriver } from '../../src/wiring/index.js';
 import type { Template } from '../../src/templates/index.js';
 import {
   EnvdClient,
@@ -24,16 +25,19 @@ import {
 } from '@agentenv/test-support/runtime';
 
 /**
- * The same behaviour is required of every runtime driver. A driver whose host prerequisites are
- * missing is skipped, and the reason is printed.
+ * The same behaviour is required of every runtime driver: `conformance(name, made)` runs the
+ * suite against the driver it is given. A driver whose host prerequisites are missing (or that
+ * the node refuses to build) is skipped, and the reason is printed.
  */
+type MadeDriver = { driver: RuntimeDriver; runscRoot?: string } | { skip: string };
+
 interface DriverCase {
   name: string;
-  /** null: cannot run here, with the reason. */
-  make: () => Promise<{ driver: RuntimeDriver; runscRoot?: string } | { skip: string }>;
+  make: () => Promise<MadeDriver>;
 }
 
 const RUNTIME_DIR = `/run/aenv-test/${process.pid}`;
+const PLACEMENT = { runtimePath: RUNTIME_DIR, nodeTag: 'conf' };
 
 const cases: DriverCase[] = [
   {
@@ -46,20 +50,28 @@ const cases: DriverCase[] = [
   },
   {
     name: 'firecracker',
-    make: async () => ({
-      skip: 'no firecracker driver on this host: /dev/kvm is PVM without a CONFIG_PVM_GUEST kernel and no firecracker binary is installable (RUNTIME.md)',
-    }),
+    // What the node does with `[runtime] driver = "firecracker"`: refuse, saying why.
+    make: async () => {
+      try {
+        return { driver: createDriver({ driver: 'firecracker', virtualizationMode: 'pvm' }, PLACEMENT) };
+      } catch (e) {
+        return {
+          skip: `${(e as Error).message} (and this host has PVM-only KVM and no firecracker binary, RUNTIME.md)`,
+        };
+      }
+    },
   },
 ];
 
 const SMALL: Resources = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
 
-for (const c of cases) {
-  const made = await c.make();
-  const skip = 'skip' in made ? made.skip : null;
-  if (skip) console.warn(`[conformance] driver ${c.name} SKIPPED: ${skip}`);
+for (const c of cases) conformance(c.name, await c.make());
 
-  describe.skipIf(skip !== null)(`runtime driver conformance: ${c.name}`, () => {
+function conformance(name: string, made: MadeDriver): void {
+  const skip = 'skip' in made ? made.skip : null;
+  if (skip) console.warn(`[conformance] driver ${name} SKIPPED: ${skip}`);
+
+  describe.skipIf(skip !== null)(`runtime driver conformance: ${name}`, () => {
     const driver = 'driver' in made ? made.driver : (null as unknown as RuntimeDriver);
     const runscRoot = 'driver' in made ? made.runscRoot : undefined;
     let template: Template;
@@ -133,7 +145,7 @@ for (const c of cases) {
       // setuid sudo cannot raise privileges; report it rather than fail on the runtime's limit.
       const sudo = await envd.run('sudo -n true 2>&1 && echo sudo-ok', 'user');
       if (!sudo.stdout.includes('sudo-ok'))
-        console.warn(`[conformance] ${c.name}: sudo as user fails: ${sudo.stdout.trim()}`);
+        console.warn(`[conformance] ${name}: sudo as user fails: ${sudo.stdout.trim()}`);
       await kill(h);
     });
 
@@ -192,7 +204,7 @@ for (const c of cases) {
     it('16 restores of one capture are independent while the source keeps running', async () => {
       const t = Date.now();
       const children = await Promise.all(Array.from({ length: 16 }, () => restore(forkCapture)));
-      console.log(`[conformance] ${c.name}: 16 parallel restores ready in ${Date.now() - t} ms`);
+      console.log(`[conformance] ${name}: 16 parallel restores ready in ${Date.now() - t} ms`);
       const clients = children.map(client);
       await Promise.all(
         clients.map((e, i) => e.run(`echo child-${i} > /tmp/who; echo ${i} >> /home/user/notes.txt`)),

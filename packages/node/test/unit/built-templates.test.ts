@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { errorBody } from '@agentenv/common';
-import { fakeCaptureMeta, MemoryObjectRepository } from '@agentenv/test-support/fakes';
+import { fakeCaptureMeta, MemoryObjectRepository, rejection as failure } from '@agentenv/test-support/fakes';
 import { DEFAULT_RESOURCES, writeCaptureMeta } from '../../src/runtime/index.js';
 import { RuntimeCache, SnapshotStore } from '../../src/snapshot/index.js';
 import { BuiltTemplates } from '../../src/templates/built.js';
@@ -37,12 +37,6 @@ const runner: Pick<BuildRunner, 'run'> = {
     };
   },
 };
-
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => expect.fail('expected a failure'),
-    (e: unknown) => e,
-  );
 
 async function build(name: string, tags?: string[]) {
   const r = await templates.register({ name, ...(tags ? { tags } : {}), memoryMB: 512 });

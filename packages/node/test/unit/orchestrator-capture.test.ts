@@ -1,19 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError, errorBody } from '@agentenv/common';
-import { FakeNode } from '@agentenv/test-support/fakes';
+import { FakeNode, rejection as failure, type FakeNodeOptions } from '@agentenv/test-support/fakes';
 
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => expect.fail('expected a failure'),
-    (e: unknown) => e,
-  );
-
-async function running(opts: ConstructorParameters<typeof FakeNode>[0] = {}) {
-  const node = new FakeNode(opts);
-  const rec = await node.create({ secure: true, metadata: { m: '1' } });
-  node.driver.write(rec.handle!.id, 'mem', 'parent');
-  return { node, id: rec.sandboxId, orch: node.orchestrator, rec };
-}
+/** A node with one running, secure sandbox whose state holds `mem: parent`. */
+const running = (opts: FakeNodeOptions = {}) =>
+  FakeNode.withRunning(opts, { secure: true, metadata: { m: '1' } }, { mem: 'parent' });
 
 describe('orchestrator: snapshot', () => {
   it('stores a capture of the running sandbox, which runs on unchanged; creates start from it', async () => {

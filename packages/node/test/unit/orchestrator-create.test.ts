@@ -1,14 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError, errorBody } from '@agentenv/common';
-import { FakeNode, FakeTemplates } from '@agentenv/test-support/fakes';
+import { FakeNode, FakeTemplates, rejection as failure } from '@agentenv/test-support/fakes';
 import { NetworkError } from '../../src/network/index.js';
-
-/** The error a promise rejects with. */
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => expect.fail('expected a failure'),
-    (e: unknown) => e,
-  );
 
 describe('orchestrator: create', () => {
   it('restores the template into a slot, initialises envd and records a running sandbox', async () => {

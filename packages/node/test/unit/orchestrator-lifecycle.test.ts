@@ -1,20 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError, errorBody } from '@agentenv/common';
-import { FakeNode, FakePauses } from '@agentenv/test-support/fakes';
-
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => expect.fail('expected a failure'),
-    (e: unknown) => e,
-  );
+import {
+  FakeNode,
+  FakePauses,
+  rejection as failure,
+  type FakeNodeOptions,
+} from '@agentenv/test-support/fakes';
 
 /** A node with one running sandbox whose state holds `mem: 1`. */
-async function running(opts: ConstructorParameters<typeof FakeNode>[0] = {}) {
-  const node = new FakeNode(opts);
-  const rec = await node.create();
-  node.driver.write(rec.handle!.id, 'mem', '1');
-  return { node, id: rec.sandboxId, orch: node.orchestrator };
-}
+const running = (opts: FakeNodeOptions = {}) => FakeNode.withRunning(opts, {}, { mem: '1' });
 
 describe('orchestrator: pause', () => {
   it('checkpoints, releases the slot, stores the pause and keeps it in the cache', async () => {

@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { errorBody } from '@agentenv/common';
-import { fakeCaptureMeta, FakeNode, type FakeCapture } from '@agentenv/test-support/fakes';
+import {
+  fakeCaptureMeta,
+  FakeNode,
+  sandboxRecord,
+  type FakeCapture,
+  rejection as failure,
+} from '@agentenv/test-support/fakes';
 import { DEFAULT_RESOURCES } from '../../src/runtime/index.js';
 import { SANDBOX_STATES, type SandboxState } from '../../src/orchestrator/states.js';
 import { recoveryOf } from '../../src/orchestrator/recovery.js';
 import type { SandboxRecord } from '../../src/orchestrator/record.js';
-
-const failure = (p: Promise<unknown>) =>
-  p.then(
-    () => expect.fail('expected a failure'),
-    (e: unknown) => e,
-  );
 
 const capture = (mem: string, complete = true): FakeCapture => ({
   meta: fakeCaptureMeta('old', DEFAULT_RESOURCES, '2026-01-01T00:00:00.000Z'),
@@ -26,23 +26,7 @@ type Local = 'none' | 'complete' | 'partial';
  * resume shows which one it came from.
  */
 function leftBehind(node: FakeNode, id: string, state: SandboxState, local: Local, pause: boolean): void {
-  const rec: SandboxRecord = {
-    version: 1,
-    sandboxId: id,
-    templateId: 'base',
-    state,
-    startedAt: '2026-01-01T00:00:00.000Z',
-    endAt: '2026-01-01T00:05:00.000Z',
-    ...DEFAULT_RESOURCES,
-    metadata: {},
-    envVars: {},
-    autoPause: true,
-    autoResume: false,
-    secure: false,
-    egress: { allowInternet: true, allowOut: [], denyOut: [] },
-    allowPublicTraffic: true,
-    envdVersion: '0.6.4',
-  };
+  const rec: SandboxRecord = sandboxRecord({ sandboxId: id, state });
   if (local !== 'none') {
     rec.captureDir = `/captures/${id}/pause-0`;
     node.disk.write(rec.captureDir, capture('local', local === 'complete'));

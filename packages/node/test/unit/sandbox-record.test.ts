@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
+import { sandboxRecord } from '@agentenv/test-support/fakes';
 import { SandboxStore } from '../../src/orchestrator/persistence/sandbox-store.js';
 import {
   readSandboxRecord,
@@ -11,26 +12,7 @@ import {
   type SandboxRecord,
 } from '../../src/orchestrator/record.js';
 
-const record: SandboxRecord = {
-  version: SANDBOX_RECORD_VERSION,
-  sandboxId: 'abc123',
-  templateId: 'base',
-  state: 'paused',
-  startedAt: '2026-01-01T00:00:00.000Z',
-  endAt: '2026-01-01T00:05:00.000Z',
-  cpuCount: 2,
-  memoryMB: 1024,
-  diskSizeMB: 2048,
-  metadata: {},
-  envVars: {},
-  autoPause: true,
-  autoResume: false,
-  secure: false,
-  egress: { allowInternet: true, allowOut: [], denyOut: [] },
-  allowPublicTraffic: true,
-  envdVersion: '0.6.4',
-  pauseId: 'p1',
-};
+const record: SandboxRecord = sandboxRecord({ sandboxId: 'abc123', state: 'paused', pauseId: 'p1' });
 
 const dirs: string[] = [];
 afterAll(async () => {

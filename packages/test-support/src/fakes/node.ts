@@ -1,6 +1,7 @@
 import { pino, type Logger } from 'pino';
 import {
   createSourceChain,
+  DEFAULT_RESOURCES,
   defaultConfig,
   Orchestrator,
   SandboxWarmPool,
@@ -183,6 +184,35 @@ export class FakeNode {
   create(over: Partial<CreateSandboxInput> = {}): Promise<SandboxRecord> {
     return this.orchestrator.create(createInput(over));
   }
+
+  /** A node with one running sandbox whose runtime state holds `state`. */
+  static async withRunning(
+    opts: FakeNodeOptions = {},
+    over: Partial<CreateSandboxInput> = {},
+    state: Record<string, string> = {},
+  ): Promise<{ node: FakeNode; orch: Orchestrator; rec: SandboxRecord; id: string }> {
+    const node = new FakeNode(opts);
+    const rec = await node.create(over);
+    for (const [k, v] of Object.entries(state)) node.driver.write(rec.handle!.id, k, v);
+    return { node, orch: node.orchestrator, rec, id: rec.sandboxId };
+  }
+}
+
+/** A stored sandbox record with E2B's defaults, as tests write them into stores. */
+export function sandboxRecord(
+  over: Partial<SandboxRecord> & Pick<SandboxRecord, 'sandboxId' | 'state'>,
+): SandboxRecord {
+  const { source: _s, timeoutSecs: _t, ...settings } = createInput();
+  return {
+    version: 1,
+    templateId: 'base',
+    startedAt: '2026-01-01T00:00:00.000Z',
+    endAt: '2026-01-01T00:05:00.000Z',
+    ...DEFAULT_RESOURCES,
+    ...settings,
+    envdVersion: '0.6.4',
+    ...over,
+  };
 }
 
 export function createInput(over: Partial<CreateSandboxInput> = {}): CreateSandboxInput {

@@ -1,4 +1,4 @@
-import { DomainError, type DomainErrorKind } from '@agentenv/common';
+import { codedError, type DomainErrorKind } from '@agentenv/common';
 
 /** Why a pull failed; stable strings the API layer can map onto status codes. */
 export type OciErrorCode =
@@ -30,15 +30,8 @@ export const OCI_ERROR_KIND: Readonly<Record<OciErrorCode, DomainErrorKind>> = {
 };
 
 /** A pull, or one of its steps, failed; nothing partial was kept. */
-export class OciError extends DomainError {
+export class OciError extends codedError(OCI_ERROR_KIND) {
   override readonly name: string = 'OciError';
-  constructor(
-    readonly code: OciErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(OCI_ERROR_KIND[code], message, undefined, options);
-  }
 }
 
 /** The layer cache is over capacity and every layer in it is pinned (held by a template or a pull). */

@@ -9,3 +9,13 @@ export async function until(cond: () => boolean, what = 'the condition', turns =
   }
   throw new Error(`${what} did not hold within ${turns} turns of the event loop`);
 }
+
+/** What `p` rejects with; a fulfilled promise is a failure of the test. */
+export async function rejection(p: Promise<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected the call to fail, and it succeeded');
+}
