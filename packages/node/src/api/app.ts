@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/schema.js';
 import type { NodeMetrics } from '../metrics/node-metrics.js';
 import type { Orchestrator } from '../orchestrator/orchestrator.js';
-import { routeRequest } from '../proxy/route.js';
+import { routeRequest, type SandboxRoute } from '../proxy/route.js';
+import { signedFilesRoute } from '../proxy/signed-files.js';
 import type { SandboxProxy } from '../proxy/proxy.js';
 import { checkApiKey } from './auth.js';
 import { errorHandler } from './errors.js';
@@ -46,10 +47,14 @@ export async function buildApp(
   deps: AppDeps,
 ): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
   const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.handle(route, req, res);
+      const route = sandboxRoute(req);
+      if (route === 'no-match') sendUnsigned(res);
+      else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -128,4 +133,11 @@ export async function buildApp(
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/** A signed /files URL that no sandbox's token produced: what envd answers for a forged one. */
+function sendUnsigned(res: ServerResponse): void {
+  const body = JSON.stringify({ code: 401, message: 'invalid signature' });
+  res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }
