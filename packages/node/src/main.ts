@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
+import { MetricsHistory, MetricsSampler } from './metrics/metrics-history.js';
 import { NodeMetrics } from './metrics/node-metrics.js';
 import { NetworkManager } from './network/manager.js';
 import { EnvdClient } from './orchestrator/envd-client.js';
@@ -35,6 +36,9 @@ const version = (
  * taken, the repository is unreachable, …) so a failed start leaves no namespaces or sandboxes.
  */
 const undoStartup: (() => unknown)[] = [];
+/** Sandbox usage for the metrics endpoints: a sample every 5 s, the last hour kept per sandbox. */
+const USAGE_SAMPLE_INTERVAL_MS = 5_000;
+const USAGE_HISTORY_SAMPLES = 720;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -120,6 +124,17 @@ async function main(): Promise<void> {
     observer: metrics,
     pool,
   });
+  const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
+  const usageSampler = new MetricsSampler({
+    source: {
+      known: () =>
+        orchestrator.list().map((r) => ({ sandboxId: r.sandboxId, running: r.state === 'running' })),
+      sample: (id) => orchestrator.usage(id),
+    },
+    history: usageHistory,
+    intervalMs: USAGE_SAMPLE_INTERVAL_MS,
+    logger,
+  });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));
   const recovered = orchestrator.recover();
@@ -133,10 +148,12 @@ async function main(): Promise<void> {
     templates: { built, files: buildFiles, cold },
     proxy,
     metrics,
+    usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
   });
   await app.listen({ host, port });
+  usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
   void templates
@@ -159,6 +176,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
+    await usageSampler.stop();
     await orchestrator.shutdown();
     await templates.close();
     await app.close();

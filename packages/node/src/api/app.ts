@@ -12,7 +12,7 @@ import { signedFilesRoute } from '../proxy/signed-files.js';
 import type { SandboxProxy } from '../proxy/proxy.js';
 import { checkApiKey } from './auth.js';
 import { errorHandler } from './errors.js';
-import { sandboxRoutes } from './routes/sandboxes.js';
+import { sandboxRoutes, type SandboxRoutesOptions } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { systemRoutes } from './routes/system.js';
 import { templateRoutes } from './routes/templates.js';
@@ -29,6 +29,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles; cold: ColdImages };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
 }
@@ -116,6 +117,7 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+    usage: deps.usage,
   });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,

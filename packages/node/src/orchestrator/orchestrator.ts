@@ -9,7 +9,8 @@ import { SnapshotError } from '../snapshot/errors.js';
 import type { EgressRules, NetSlot } from '../network/slot.js';
 import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
 import type { SandboxStore } from '../store/sandbox-store.js';
-import { initDefaults, type EnvdClient, type EnvdMetrics } from './envd-client.js';
+import { initDefaults, type EnvdClient } from './envd-client.js';
+import { sandboxUsage, type UsageSample } from '../metrics/sandbox-usage.js';
 import { newSandboxId } from './ids.js';
 import { KeyedMutex } from './keyed-mutex.js';
 import type { SandboxRecord } from './record.js';
@@ -125,11 +126,16 @@ export class Orchestrator {
     return this.logs.get(id);
   }
 
-  async metrics(id: string): Promise<EnvdMetrics | undefined> {
+  /** A running sandbox's usage now (envd's view, corrected with its size and the driver's). */
+  async usage(id: string): Promise<UsageSample | undefined> {
     const rec = this.get(id);
     const live = this.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
-    return this.d.envd.metrics(live.slot.hostAddress, live.handle.envdPort, rec.envdAccessToken);
+    const [raw, stats] = await Promise.all([
+      this.d.envd.metrics(live.slot.hostAddress, live.handle.envdPort, rec.envdAccessToken),
+      this.d.driver.stats(live.handle).catch(() => undefined),
+    ]);
+    return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts: Math.floor(Date.now() / 1000) };
   }
 
   /** Waits for any operation under way on the sandbox. */
