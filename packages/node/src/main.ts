@@ -101,6 +101,7 @@ async function main(): Promise<void> {
     queue: new BuildQueue(2),
     envdVersion: envdVer,
     next: templates,
+    builtin: templates,
     logger,
   });
   const cold = new ColdImages({ images, envdVersion: envdVer, next: built });

@@ -65,6 +65,21 @@ export const ManyMetricsQuery = Type.Object({
   sandbox_ids: Type.String({ minLength: 1, maxLength: 8192 }),
 });
 
+export const LogsQuery = Type.Object({
+  start: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+});
+
+export const LogsV2Query = Type.Object({
+  cursor: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+  direction: Type.Optional(Type.Union([Type.Literal('forward'), Type.Literal('backward')])),
+  level: Type.Optional(
+    Type.Union([Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error')]),
+  ),
+  search: Type.Optional(Type.String({ maxLength: 256 })),
+});
+
 export const MetricsQuery = Type.Object({
   start: Type.Optional(Type.Integer({ minimum: 0 })),
   end: Type.Optional(Type.Integer({ minimum: 0 })),

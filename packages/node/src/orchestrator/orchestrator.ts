@@ -24,7 +24,7 @@ import type {
 } from './seams.js';
 import { isTransient, transitionFor, type Operation, type SandboxState } from './states.js';
 import { envdAccessToken, trafficAccessToken } from './tokens.js';
-import { SandboxLogs } from './sandbox-logs.js';
+import { SandboxLogs, type SandboxLogEntry } from './sandbox-logs.js';
 import type { LifecycleObserver } from './observer.js';
 import type { SandboxWarmPool } from './warm-pool.js';
 
@@ -121,7 +121,7 @@ export class Orchestrator {
     return { address: live.slot.hostAddress, record: rec };
   }
 
-  sandboxLogs(id: string): { timestamp: string; line: string }[] {
+  sandboxLogs(id: string): SandboxLogEntry[] {
     this.get(id);
     return this.logs.get(id);
   }

@@ -7,6 +7,7 @@ import { ensureTemplate, type Template } from '../image/template.js';
 import type { NetworkManager } from '../network/manager.js';
 import type { RuntimeDriver } from '../runtime/driver.js';
 import type { ResolvedTemplate, TemplateCatalog } from '../orchestrator/seams.js';
+import type { TemplateInfo } from './built.js';
 
 /** The envd tools bundle shipped with @agentenv/envd (built by `npm run bundle -w @agentenv/envd`). */
 export function defaultToolsDir(): string {
@@ -22,6 +23,8 @@ const DEFAULT_RESOURCES = { cpuCount: 2, memoryMB: 1024, diskSizeMB: 2048 };
  */
 export class BuiltinTemplates implements TemplateCatalog {
   private base: Promise<Template> | undefined;
+  private ready: Template | undefined;
+  private version: string | undefined;
   private readonly stopping = new AbortController();
 
   constructor(
@@ -36,7 +39,10 @@ export class BuiltinTemplates implements TemplateCatalog {
 
   /** Starts building `base` if it is not cached yet; creates wait for the same build. */
   prepare(): Promise<Template> {
-    this.base ??= this.buildBase();
+    this.base ??= this.buildBase().then(async (t) => {
+      this.version = await envdVersion(this.opts.toolsDir);
+      return (this.ready = t);
+    });
     // A failed build is retried by the next create instead of being remembered forever.
     this.base.catch(() => (this.base = undefined));
     return this.base;
@@ -63,6 +69,21 @@ export class BuiltinTemplates implements TemplateCatalog {
     } finally {
       await this.opts.network.release(slot);
     }
+  }
+
+  /** `base` as the template catalogue lists it, once its ready state exists. */
+  info(): TemplateInfo | undefined {
+    if (!this.ready || !this.version) return undefined;
+    return {
+      templateID: 'base',
+      buildID: this.ready.key,
+      names: ['base'],
+      ...DEFAULT_RESOURCES,
+      envdVersion: this.version,
+      createdAt: this.ready.capture.meta.createdAt,
+      defaults: { user: 'user' },
+      source: {},
+    };
   }
 
   async resolve(templateId: string): Promise<ResolvedTemplate> {

@@ -7,11 +7,14 @@ import { parseListQuery, queryPage } from '../sandbox-query.js';
 import { bucketSamples, metricBody, metricsRange } from '../../metrics/metrics-range.js';
 import type { MetricsHistory } from '../../metrics/metrics-history.js';
 import type { UsageSample } from '../../metrics/sandbox-usage.js';
+import { logLine, queryLogs, type SandboxLogEntry } from '../../orchestrator/sandbox-logs.js';
 import { visibleState } from '../../orchestrator/states.js';
 import {
   CreateSandboxBody,
   LegacyListQuery,
   ListQuery,
+  LogsQuery,
+  LogsV2Query,
   ManyMetricsQuery,
   MetricsQuery,
   NetworkUpdateBody,
@@ -33,6 +36,16 @@ export interface SandboxRoutesOptions {
 
 /** E2B's limit on `GET /sandboxes/metrics?sandbox_ids=`. */
 const MAX_METRICS_IDS = 100;
+/** E2B's default and largest page of log entries. */
+const MAX_LOG_ENTRIES = 1000;
+
+/** E2B's SandboxLogEntry. */
+const logEntryBody = (e: SandboxLogEntry) => ({
+  timestamp: new Date(e.timestampMs).toISOString(),
+  level: e.level,
+  message: e.message,
+  fields: e.fields,
+});
 
 /** A create request's settings, everything but the template (shared with /sandboxes-cold). */
 export function createInput(
@@ -189,13 +202,38 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     return { sandboxes };
   });
 
-  app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams } }, async (req) => {
-    const logs = orch.sandboxLogs(req.params.sandboxID);
-    return {
-      logs,
-      logEntries: logs.map((l) => ({ timestamp: l.timestamp, level: 'info', message: l.line, fields: {} })),
-    };
-  });
+  // The deprecated endpoint (what the e2b CLI reads): raw lines and entries from `start` (ms).
+  app.get(
+    '/sandboxes/:sandboxID/logs',
+    { schema: { params: SandboxParams, querystring: LogsQuery } },
+    async (req) => {
+      const entries = queryLogs(orch.sandboxLogs(req.params.sandboxID), {
+        ...(req.query.start !== undefined ? { cursorMs: req.query.start } : {}),
+        limit: req.query.limit ?? MAX_LOG_ENTRIES,
+        direction: 'forward',
+      });
+      return {
+        logs: entries.map((e) => ({ timestamp: new Date(e.timestampMs).toISOString(), line: logLine(e) })),
+        logEntries: entries.map(logEntryBody),
+      };
+    },
+  );
+
+  app.get(
+    '/v2/sandboxes/:sandboxID/logs',
+    { schema: { params: SandboxParams, querystring: LogsV2Query } },
+    async (req) => {
+      const q = req.query;
+      const entries = queryLogs(orch.sandboxLogs(req.params.sandboxID), {
+        ...(q.cursor !== undefined ? { cursorMs: q.cursor } : {}),
+        limit: q.limit ?? MAX_LOG_ENTRIES,
+        direction: q.direction ?? 'forward',
+        ...(q.level ? { level: q.level } : {}),
+        ...(q.search !== undefined ? { search: q.search } : {}),
+      });
+      return { logs: entries.map(logEntryBody) };
+    },
+  );
 
   app.put(
     '/sandboxes/:sandboxID/network',
