@@ -1,4 +1,4 @@
-import { invalid } from '../errors.js';
+import { invalid } from '@agentenv/common';
 import type { UsageSample } from './sandbox-usage.js';
 
 /**

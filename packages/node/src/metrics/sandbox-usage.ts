@@ -1,4 +1,4 @@
-import type { EnvdMetrics } from '../orchestrator/envd-client.js';
+import type { EnvdMetrics } from '../envd/index.js';
 
 /** One sample of a sandbox's usage, in E2B's units (bytes, percent, unix seconds). */
 export interface UsageSample {

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from './server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
 /** E2B's own CLI (`@e2b/cli`, pinned), as a user runs it against a node. */
 const CLI = path.join(

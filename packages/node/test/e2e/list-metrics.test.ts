@@ -1,6 +1,7 @@
 import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, useTestServer } from './server-fixture.js';
+import { eventually } from '@agentenv/test-support';
+import { api, useTestServer } from '@agentenv/test-support/server';
 
 const MIB = 1024 * 1024;
 
@@ -10,21 +11,6 @@ beforeAll(async () => {
   const warm = await Sandbox.create({ timeoutMs: 60_000 });
   await warm.kill();
 });
-
-async function eventually<T>(
-  f: () => Promise<T>,
-  ok: (v: T) => boolean,
-  what: string,
-  ms = 60_000,
-): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 const listIds = async (opts: Parameters<typeof Sandbox.list>[0]) => {
   const p = Sandbox.list(opts);
@@ -96,10 +82,15 @@ describe('sandbox metrics', () => {
       expect(first[0]!.memUsed).toBeLessThan(memoryMB * MIB);
 
       await sbx.commands.run('head -c 40000000 /dev/urandom > /home/user/blob');
+      // Three samples, the last after the write.
       const grown = await eventually(
-        () => sbx.getMetrics(),
-        (m) => m.length >= 3 && m.at(-1)!.diskUsed >= 40_000_000,
-        'three samples, the last after the write',
+        async () => {
+          const m = await sbx.getMetrics();
+          expect(m.length).toBeGreaterThanOrEqual(3);
+          expect(m.at(-1)!.diskUsed).toBeGreaterThanOrEqual(40_000_000);
+          return m;
+        },
+        { timeoutMs: 60_000, intervalMs: 250 },
       );
       // The file is on the writable layer, not counted as the sandbox's memory.
       expect(grown.at(-1)!.memUsed).toBeLessThan(grown.at(-1)!.memTotal);

@@ -1,6 +1,6 @@
 import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { useTestServer } from './server-fixture.js';
+import { useTestServer } from '@agentenv/test-support/server';
 
 useTestServer();
 beforeAll(async () => {
