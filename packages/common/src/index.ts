@@ -12,3 +12,22 @@ export {
 } from './errors.js';
 export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
+export {
+  compareListed,
+  decodePageCursor,
+  DEFAULT_LIST_LIMIT,
+  encodePageCursor,
+  matchesListQuery,
+  MAX_LIST_LIMIT,
+  mergePages,
+  parseListQuery,
+  parseMetadataQuery,
+  queryPage,
+  type Listable,
+  type ListedState,
+  type ListOrder,
+  type ListPage,
+  type PageCursor,
+  type RawListQuery,
+  type SandboxListQuery,
+} from './sandbox-query.js';

@@ -4,14 +4,26 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { checkApiKey } from '@agentenv/common';
+import { checkApiKey, DomainError } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
-import { routeRequest, type SandboxProxy } from '../proxy/index.js';
+import {
+  routeRequest,
+  sendError,
+  signedFilesRoute,
+  type SandboxProxy,
+  type SandboxRoute,
+} from '../proxy/index.js';
 import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
-import { sandboxRoutes, snapshotRoutes, systemRoutes, templateRoutes } from './routes/index.js';
+import {
+  sandboxRoutes,
+  snapshotRoutes,
+  systemRoutes,
+  templateRoutes,
+  type SandboxRoutesOptions,
+} from './routes/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -21,6 +33,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
 }
@@ -39,10 +52,15 @@ export async function buildApp(
   deps: AppDeps,
 ): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
   const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.handle(route, req, res);
+      const route = sandboxRoute(req);
+      // A signed /files URL that no sandbox's token produced: what envd answers for a forged one.
+      if (route === 'no-match') sendError(res, new DomainError('unauthorized', 'invalid signature'));
+      else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -104,6 +122,7 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+    usage: deps.usage,
   });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,

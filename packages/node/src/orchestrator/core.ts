@@ -68,7 +68,7 @@ export class SandboxCore {
 
   constructor(readonly d: OrchestratorDeps) {
     this.clock = d.clock ?? systemClock;
-    this.logs = new SandboxLogs(this.clock);
+    this.logs = new SandboxLogs(() => this.clock.now());
     this.background = new BackgroundWork(this.clock, d.logger);
     this.activity = new ActivityTracker(this.clock);
   }

@@ -47,3 +47,4 @@ export type {
   SourceResolver,
 } from './seams.js';
 export { SandboxStore, RepositoryPauses, LocalCaptureDirs } from './persistence/index.js';
+export { logLine, queryLogs, type SandboxLogEntry } from './sandbox-logs.js';

@@ -1,4 +1,4 @@
-import type { EnvdMetrics } from '../envd/index.js';
+import { sandboxUsage, type UsageSample } from '../metrics/index.js';
 import type { EgressRules } from '../network/index.js';
 import { forEachLimit } from '../util/index.js';
 import type { ActivityTracker } from './activity.js';
@@ -12,6 +12,7 @@ import { Killer } from './kill.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
 import type { SandboxRecord } from './record.js';
+import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
 import { Resumer } from './resume.js';
 import type { SnapshotInfo } from './seams.js';
@@ -106,16 +107,23 @@ export class Orchestrator {
     return { address: live.slot.hostAddress, record: rec };
   }
 
-  sandboxLogs(id: string): { timestamp: string; line: string }[] {
+  sandboxLogs(id: string): SandboxLogEntry[] {
     this.get(id);
     return this.core.logs.get(id);
   }
 
-  async metrics(id: string): Promise<EnvdMetrics | undefined> {
+  /** A running sandbox's usage now (envd's view, corrected with its size and the driver's). */
+  async usage(id: string): Promise<UsageSample | undefined> {
     const rec = this.get(id);
     const live = this.core.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
-    return this.core.d.envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken);
+    const { envd, driver } = this.core.d;
+    const [raw, stats] = await Promise.all([
+      envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
+      driver.stats(live.handle).catch(() => undefined),
+    ]);
+    const ts = Math.floor(this.core.clock.now() / 1000);
+    return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
   }
 
   /** Waits for any operation under way on the sandbox. */

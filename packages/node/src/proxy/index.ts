@@ -1,2 +1,3 @@
-export { SandboxProxy, sandboxNotFound, errorResponseText, type ProxyTargets } from './proxy.js';
+export { SandboxProxy, sandboxNotFound, errorResponseText, sendError, type ProxyTargets } from './proxy.js';
 export { routeRequest, type SandboxRoute } from './route.js';
+export { signedFilesRoute, type SigningSandbox } from './signed-files.js';

@@ -214,7 +214,7 @@ async function replayableBody(req: IncomingMessage): Promise<Buffer | undefined>
 }
 
 /** An error as the one mapping words it (@agentenv/common); mid-answer, the connection is cut. */
-function sendError(res: ServerResponse, err: unknown): void {
+export function sendError(res: ServerResponse, err: unknown): void {
   if (res.headersSent) return void res.destroy();
   const r = errorBody(err);
   const data = JSON.stringify(r.body);

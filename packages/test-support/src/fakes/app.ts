@@ -6,6 +6,7 @@ import {
   buildApp,
   BuiltTemplates,
   Limiter,
+  MetricsHistory,
   NodeMetrics,
   RuntimeCache,
   SandboxProxy,
@@ -57,6 +58,7 @@ export async function fakeApp(
     templates: { built, files: new BuildFiles(join(scratch, 'files')) },
     proxy,
     metrics,
+    usage: { history: new MetricsHistory(720), sampleNow: (id) => node.orchestrator.usage(id) },
     logger: node.logger,
     version: '0.0.0-fake',
   });
