@@ -4,11 +4,12 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { checkApiKey, DomainError } from '@agentenv/common';
+import { checkApiKey, DomainError, notFound } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
 import {
+  errorResponseText,
   routeRequest,
   sendError,
   signedFilesRoute,
@@ -66,7 +67,10 @@ export async function buildApp(
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       const route = routeRequest(req.url ?? '/', req.headers, domains);
       if (route) void deps.proxy.upgrade(route, req, socket, head);
-      else socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      else
+        socket.end(
+          errorResponseText(notFound(`no route for an upgrade of ${(req.url ?? '/').split('?')[0]}`)),
+        );
     });
     // Proxied streams and long operations (fork, pause of big sandboxes) must not be cut off.
     server.requestTimeout = 0;
@@ -96,10 +100,8 @@ export async function buildApp(
   });
 
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => {
-    void reply
-      .status(404)
-      .send({ code: 404, message: `no route for ${req.method} ${req.url.split('?')[0]}` });
+  app.setNotFoundHandler((req) => {
+    throw notFound(`no route for ${req.method} ${req.url.split('?')[0]}`);
   });
   app.addHook('onRequest', async (req) => {
     if (OPEN.has(req.url.split('?')[0]!)) return;

@@ -38,6 +38,9 @@ describe('API routes over the orchestrator', () => {
     const r = await app.inject({ url: '/v2/sandboxes' });
     expect(r.statusCode).toBe(401);
     expect(r.json()).toEqual({ code: 401, message: 'missing X-API-Key header' });
+    const none = await app.inject({ url: '/nowhere?x=1', headers: { 'x-api-key': FAKE_API_KEY } });
+    expect(none.statusCode).toBe(404);
+    expect(none.json()).toEqual({ code: 404, message: 'no route for GET /nowhere' });
   });
 
   it('creates, reads, lists and kills sandboxes', async () => {
