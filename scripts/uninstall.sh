@@ -54,9 +54,11 @@ remove_chains() { # iptables-save iptables
   command -v "$1" >/dev/null || return 0
   local table line
   for table in filter nat; do
-    "$1" -t "$table" 2>/dev/null | grep -E "^-A .* -[jg] AENV-$tag-" | grep -vE "^-A AENV-$tag-" |
+    # Jumps into our chains first (a referenced chain cannot be deleted), then the chains.
+    { "$1" -t "$table" 2>/dev/null || true; } | { grep -E "^-A .* -[jg] AENV-$tag-" || true; } |
+      { grep -vE "^-A AENV-$tag-" || true; } |
       while read -r line; do "$2" -w -t "$table" -D ${line#-A } || true; done
-    "$1" -t "$table" 2>/dev/null | sed -n "s/^:\(AENV-$tag-[^ ]*\) .*/\1/p" |
+    { "$1" -t "$table" 2>/dev/null || true; } | sed -n "s/^:\(AENV-$tag-[^ ]*\) .*/\1/p" |
       while read -r line; do "$2" -w -t "$table" -F "$line" && "$2" -w -t "$table" -X "$line" || true; done
   done
 }
