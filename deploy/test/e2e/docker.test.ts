@@ -1,0 +1,161 @@
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { baseLayerBinds } from '../support/base-layer.js';
+import { LocalDocker } from '../support/docker.js';
+import { firewallRules } from '../support/firewall.js';
+import { holdE2eLock } from '../support/lock.js';
+import { REPO, releaseTarball } from '../support/release.js';
+import { eventually, run } from '../support/run.js';
+
+/**
+ * scripts/build-images.sh against a Docker engine this file starts (own data root, no bridge, no
+ * iptables) with no registry: the base is made locally. The node image then runs a sandbox on
+ * the host network with a port, tag and range of its own.
+ */
+const WORK = '/var/tmp/aenv-deploy-test-docker';
+const PORT = 18210;
+const TAG = 'di';
+const URL_BASE = `http://127.0.0.1:${PORT}`;
+const API_KEY = `e2b_${'cd'.repeat(20)}`;
+/**
+ * `--privileged` asks for every capability, which fails where the bounding set lacks one (here
+ * CAP_SYS_RESOURCE). This explicit list is what the node needs, found here; the README has it.
+ */
+export const NODE_CAPABILITIES = [
+  'SYS_ADMIN',
+  'NET_ADMIN',
+  'SYS_PTRACE',
+  'SYS_CHROOT',
+  'DAC_READ_SEARCH',
+  'IPC_LOCK',
+];
+
+const canRun = process.getuid?.() === 0 && LocalDocker.available();
+
+describe.skipIf(!canRun)('container images built with scripts/build-images.sh (no registry)', () => {
+  const engine = new LocalDocker(path.join(WORK, 'engine'));
+  let release: () => void = () => undefined;
+  let version = '';
+  let firewallBefore: string[] = [];
+
+  beforeAll(async () => {
+    release = await holdE2eLock();
+    firewallBefore = await firewallRules();
+    const tarball = await releaseTarball();
+    version = /aenv-(.+)-linux-/.exec(path.basename(tarball))![1]!;
+    await engine.start();
+  });
+
+  afterAll(async () => {
+    try {
+      await engine.stop();
+      rmSync(WORK, { recursive: true, force: true });
+      expect(await firewallRules([TAG])).toEqual(firewallBefore);
+      expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(WORK);
+    } finally {
+      release();
+    }
+  });
+
+  it('builds the node, control and Redis images from the release, the base made with mmdebstrap', async () => {
+    const r = await run(
+      'bash',
+      [path.join(REPO, 'scripts/build-images.sh'), '--local-base', '--from', await releaseTarball()],
+      {
+        env: engine.env,
+        timeoutMs: 1_500_000,
+      },
+    );
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const images = (await engine.mustDocker(['images', '--format', '{{.Repository}}:{{.Tag}}'])).split('\n');
+    expect(images).toContain(`aenv/node:${version}`);
+    expect(images).toContain(`aenv/redis:${version}`);
+    const hasControl = (await run('tar', ['-tzf', await releaseTarball()])).stdout.includes(
+      '/bin/aenv-gateway',
+    );
+    if (hasControl) expect(images).toContain(`aenv/control:${version}`);
+  });
+
+  it('docker run of the node image answers /health and runs a sandbox; docker stop leaves no rules', async () => {
+    const state = path.join(WORK, 'state');
+    mkdirSync(state, { recursive: true });
+    const common = [
+      '--network',
+      'host',
+      '--cgroupns',
+      'host',
+      '-v',
+      '/sys/fs/cgroup:/sys/fs/cgroup',
+      '-v',
+      '/dev:/dev',
+      '-v',
+      `${state}:/var/lib/aenv`,
+      ...baseLayerBinds('/var/lib/aenv').flatMap((b) => ['-v', `${b.host}:${b.guest}:ro`]),
+      '-e',
+      `API_ADDR=127.0.0.1:${PORT}`,
+      '-e',
+      `AENV_API_KEY=${API_KEY}`,
+      '-e',
+      'AENV_POOL_SIZE=0',
+      '-e',
+      `AENV_NETWORK_NODE_TAG=${TAG}`,
+      '-e',
+      'AENV_NETWORK_HOST_RANGE=10.171.0.0/16',
+      '-e',
+      `AENV_RUNTIME_PATH=/run/aenv-${TAG}`,
+    ];
+    const image = `aenv/node:${version}`;
+    // Privileged where the host allows it, else the explicit list.
+    let started = await engine.docker(['run', '-d', '--name', 'aenv-node', '--privileged', ...common, image]);
+    if (started.code !== 0) {
+      expect(started.stderr).toMatch(/unable to apply caps|operation not permitted/);
+      await engine.docker(['rm', '-f', 'aenv-node']);
+      const caps = NODE_CAPABILITIES.flatMap((c) => ['--cap-add', c]);
+      const security = ['--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined'];
+      started = await engine.docker([
+        'run',
+        '-d',
+        '--name',
+        'aenv-node',
+        ...caps,
+        ...security,
+        ...common,
+        image,
+      ]);
+    }
+    expect(started.code, started.stderr).toBe(0);
+    const logs = () => engine.docker(['logs', 'aenv-node']).then((l) => l.stdout + l.stderr);
+    await eventually(
+      '/health 204 from the container',
+      async () => {
+        const status = await fetch(`${URL_BASE}/health`).then(
+          (r) => r.status,
+          () => 0,
+        );
+        if (
+          status === 0 &&
+          !(await engine.docker(['inspect', '-f', '{{.State.Running}}', 'aenv-node'])).stdout.includes('true')
+        ) {
+          throw new Error(`the node container exited:\n${await logs()}`);
+        }
+        return status === 204;
+      },
+      90_000,
+    );
+
+    process.env.E2B_API_URL = URL_BASE;
+    process.env.E2B_SANDBOX_URL = URL_BASE;
+    process.env.E2B_API_KEY = API_KEY;
+    const sbx = await Sandbox.create();
+    const out = await sbx.commands.run('python3 -c "print(6*7)"');
+    expect(out.stdout.trim()).toBe('42');
+
+    const stop = await engine.docker(['stop', '-t', '300', 'aenv-node'], { timeoutMs: 400_000 });
+    expect(stop.code).toBe(0);
+    expect((await engine.mustDocker(['inspect', '-f', '{{.State.ExitCode}}', 'aenv-node'])).trim()).toBe('0');
+    expect(await logs()).toContain('shutting down: pausing running sandboxes');
+    expect(await firewallRules([TAG])).toEqual(firewallBefore);
+  });
+});
