@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,6 +19,7 @@ const PORT = 18210;
 const TAG = 'di';
 const URL_BASE = `http://127.0.0.1:${PORT}`;
 const API_KEY = `e2b_${'cd'.repeat(20)}`;
+const COMPOSE_PORT = 18220;
 /**
  * `--privileged` asks for every capability, which fails where the bounding set lacks one (here
  * CAP_SYS_RESOURCE). This explicit list is what the node needs, found here; the README has it.
@@ -39,6 +40,8 @@ describe.skipIf(!canRun)('container images built with scripts/build-images.sh (n
   let release: () => void = () => undefined;
   let version = '';
   let firewallBefore: string[] = [];
+  /** Whether this host lets Docker grant every capability (else the explicit list is used). */
+  let privilegedWorks = true;
 
   beforeAll(async () => {
     release = await holdE2eLock();
@@ -110,6 +113,7 @@ describe.skipIf(!canRun)('container images built with scripts/build-images.sh (n
     // Privileged where the host allows it, else the explicit list.
     let started = await engine.docker(['run', '-d', '--name', 'aenv-node', '--privileged', ...common, image]);
     if (started.code !== 0) {
+      privilegedWorks = false;
       expect(started.stderr).toMatch(/unable to apply caps|operation not permitted/);
       await engine.docker(['rm', '-f', 'aenv-node']);
       const caps = NODE_CAPABILITIES.flatMap((c) => ['--cap-add', c]);
@@ -157,5 +161,98 @@ describe.skipIf(!canRun)('container images built with scripts/build-images.sh (n
     expect((await engine.mustDocker(['inspect', '-f', '{{.State.ExitCode}}', 'aenv-node'])).trim()).toBe('0');
     expect(await logs()).toContain('shutting down: pausing running sandboxes');
     expect(await firewallRules([TAG])).toEqual(firewallBefore);
+  });
+
+  /**
+   * The Compose cluster on the same engine and images. The gateway is published on a port of the
+   * test's own (AENV_GATEWAY_PORT; the file's default is 8000).
+   */
+  describe('docker-compose up: the Compose cluster', () => {
+    const GATEWAY = `http://127.0.0.1:${COMPOSE_PORT}`;
+    const dir = path.join(WORK, 'compose');
+    let files: string[] = [];
+    const compose = (args: string[], timeoutMs = 900_000) =>
+      run('docker-compose', ['-p', 'aenvtest', ...files.flatMap((f) => ['-f', f]), ...args], {
+        env: { ...engine.env, AENV_VERSION: version, AENV_GATEWAY_PORT: String(COMPOSE_PORT) },
+        cwd: dir,
+        timeoutMs,
+      });
+    /** The sandboxes a node's own API lists (asked inside its container). */
+    const onNode = async (service: string): Promise<string[]> => {
+      const r = await compose([
+        'exec',
+        '-T',
+        service,
+        'curl',
+        '-sf',
+        '-H',
+        `x-api-key: ${API_KEY}`,
+        'http://127.0.0.1:8000/v2/sandboxes?limit=100',
+      ]);
+      if (r.code !== 0) return [];
+      return (JSON.parse(r.stdout) as { sandboxID: string }[]).map((s) => s.sandboxID);
+    };
+
+    it('creates sandboxes on both nodes, and a paused one resumes on the other node once its node stops', async (ctx) => {
+      const images = await engine.mustDocker(['images', '--format', '{{.Repository}}:{{.Tag}}']);
+      if (!images.includes(`aenv/control:${version}`)) {
+        ctx.skip('the release has no aenv-scheduler/aenv-gateway yet, so there is no aenv/control image');
+      }
+      mkdirSync(dir, { recursive: true });
+      cpSync(path.join(REPO, 'deploy', 'compose'), dir, { recursive: true });
+      writeFileSync(path.join(dir, 'api-key'), `${API_KEY}\n`);
+      files = [path.join(dir, 'docker-compose.yml')];
+      if (!privilegedWorks) files.push(path.join(dir, 'no-privileged.yml'));
+      const up = await compose(['up', '-d']);
+      expect(up.code, up.stdout + up.stderr).toBe(0);
+      try {
+        await eventually(
+          'the gateway to answer /health',
+          async () => {
+            const r = await fetch(`${GATEWAY}/health`).catch(() => undefined);
+            return r !== undefined && r.status < 300;
+          },
+          180_000,
+        );
+        process.env.E2B_API_URL = GATEWAY;
+        process.env.E2B_SANDBOX_URL = GATEWAY;
+        process.env.E2B_API_KEY = API_KEY;
+        // Both nodes registered: creates land on each of them.
+        const created: Sandbox[] = [];
+        await eventually(
+          'sandboxes on both nodes',
+          async () => {
+            created.push(await Sandbox.create({ timeoutMs: 600_000 }));
+            const [one, two] = await Promise.all([onNode('node1'), onNode('node2')]);
+            return one.length > 0 && two.length > 0 ? true : undefined;
+          },
+          300_000,
+        );
+        const onOne = await onNode('node1');
+        const sbx = created.find((s) => onOne.includes(s.sandboxId))!;
+        await sbx.files.write('/home/user/kept.txt', 'from node1');
+        await sbx.commands.run("sh -c 'echo $$ > /tmp/shell.pid; exec sleep 100000'", {
+          background: true,
+          timeoutMs: 0,
+        });
+        const pid = await eventually(
+          'the background shell',
+          async () => (await sbx.files.read('/tmp/shell.pid')).trim() || undefined,
+        );
+        await sbx.pause();
+
+        const stop = await compose(['stop', '-t', '300', 'node1']);
+        expect(stop.code, stop.stderr).toBe(0);
+        const again = await Sandbox.connect(sbx.sandboxId);
+        expect(await onNode('node2')).toContain(sbx.sandboxId);
+        expect(await again.files.read('/home/user/kept.txt')).toBe('from node1');
+        // The same process, from the same memory.
+        expect((await again.commands.run(`kill -0 ${pid} && echo alive`)).stdout.trim()).toBe('alive');
+        for (const s of [again, ...created.filter((c) => c !== sbx)]) await s.kill().catch(() => undefined);
+      } finally {
+        const down = await compose(['down', '-v', '-t', '300']);
+        expect(down.code, down.stderr).toBe(0);
+      }
+    });
   });
 });
