@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { eventually, run, type RunResult } from './run.js';
+import { eventually, run, terminate, type RunResult } from './run.js';
 
 /**
  * A Docker engine of the test's own (MACHINE-RECIPES.md): its own data root, exec root and socket,
@@ -74,12 +74,8 @@ export class LocalDocker {
     if (daemon && daemon.exitCode === null) {
       const ids = (await this.docker(['ps', '-aq'])).stdout.split('\n').filter(Boolean);
       if (ids.length) await this.docker(['rm', '-f', '-v', ...ids], { timeoutMs: 300_000 });
-      const exited = new Promise((r) => daemon.once('exit', r));
-      daemon.kill('SIGTERM');
-      const timer = setTimeout(() => daemon.kill('SIGKILL'), 60_000);
-      await exited;
-      clearTimeout(timer);
     }
+    await terminate(daemon, 60_000);
     this.daemon = undefined;
     const mounts = await run('sh', [
       '-c',

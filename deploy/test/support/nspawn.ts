@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { CACHE } from './release.js';
-import { eventually, mustRun, run, type RunResult } from './run.js';
+import { eventually, mustRun, run, terminate, type RunResult } from './run.js';
 
 /**
  * A fresh Debian 12 root booted with `systemd-nspawn -b` (systemd as its PID 1), sharing the host's
@@ -147,14 +147,7 @@ export class BootedDebian {
 
   /** Powers the container off (its services stop the way they would on a host), then undoes the host steps. */
   async shutdown(): Promise<void> {
-    const child = this.nspawn;
-    if (child && child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-      await exited;
-      clearTimeout(timer);
-    }
+    await terminate(this.nspawn, 120_000);
     this.nspawn = undefined;
     await this.undoHost();
   }
