@@ -15,6 +15,8 @@ import { eventually, run } from '../support/run.js';
  */
 const PORT = 18200;
 const TAG = 'dt';
+const SCHEDULER_PORT = 18201;
+const GATEWAY_PORT = 18202;
 const URL_BASE = `http://127.0.0.1:${PORT}`;
 const INSTALLED = ['/opt/aenv', '/etc/aenv', '/etc/default/aenv', '/etc/systemd/system', '/usr/local/bin'];
 
@@ -87,7 +89,14 @@ describe.skipIf(!canRun)('install.sh + systemd in a booted Debian 12 (systemd-ns
     // The operator's edits: a port of its own, and a network tag and range apart from the host's nodes.
     await insideOk(`sed -i 's/^api_addr = .*/api_addr = "127.0.0.1:${PORT}"/' /etc/aenv/config.toml`);
     await insideOk(
-      `printf 'AENV_NETWORK_NODE_TAG=${TAG}\\nAENV_NETWORK_HOST_RANGE=10.170.0.0/16\\nAENV_POOL_SIZE=0\\n' >> /etc/default/aenv`,
+      `printf '%s\\n' ${[
+        `AENV_NETWORK_NODE_TAG=${TAG}`,
+        'AENV_NETWORK_HOST_RANGE=10.170.0.0/16',
+        'AENV_POOL_SIZE=0',
+        `SCHEDULER_ADDR=127.0.0.1:${SCHEDULER_PORT}`,
+        `GATEWAY_ADDR=127.0.0.1:${GATEWAY_PORT}`,
+        `AENV_SCHEDULER_URL=http://127.0.0.1:${SCHEDULER_PORT}`,
+      ].join(' ')} >> /etc/default/aenv`,
     );
     const config = await insideOk('cat /etc/aenv/config.toml /etc/default/aenv');
     const before = await installedState();
@@ -98,6 +107,19 @@ describe.skipIf(!canRun)('install.sh + systemd in a booted Debian 12 (systemd-ns
     expect(again.stdout).toContain('nothing changed');
     expect(await installedState()).toEqual(before);
     expect(await insideOk('cat /etc/aenv/config.toml /etc/default/aenv')).toEqual(config);
+  });
+
+  it('the scheduler and gateway units start, when the release has them', async (ctx) => {
+    const units = await insideOk('ls /etc/systemd/system/');
+    if (!units.includes('aenv-gateway.service') || !units.includes('aenv-scheduler.service')) {
+      ctx.skip('the release has no aenv-scheduler/aenv-gateway yet: only aenv.service is installed');
+    }
+    await insideOk('systemctl start aenv-scheduler aenv-gateway');
+    expect(await insideOk('systemctl is-active aenv-scheduler aenv-gateway')).toBe('active\nactive\n');
+    await eventually('the gateway on its port', async () => {
+      const r = await fetch(`http://127.0.0.1:${GATEWAY_PORT}/health`).catch(() => undefined);
+      return r !== undefined && r.status < 300;
+    });
   });
 
   it('systemctl start aenv brings up a node that answers /health', async () => {
