@@ -17,6 +17,8 @@ import { run } from '../support/run.js';
  */
 const KUBECTL = '/usr/bin/kubectl';
 const hasKubectl = (await run('sh', ['-c', `command -v ${KUBECTL}`])).code === 0;
+if (!hasKubectl)
+  console.warn(`deploy/test/e2e/k8s.test.ts skipped: no ${KUBECTL} to render the overlays with`);
 const API_KEY = `e2b_${'ab'.repeat(20)}`;
 
 interface K8sObject {
@@ -69,7 +71,6 @@ async function render(overlay: string, dir: string): Promise<K8sObject[]> {
 }
 
 describe.skipIf(!hasKubectl)('Kubernetes manifests (kustomize, offline)', () => {
-  // kubectl is absent: describe.skipIf says so in the report; the reason is this line.
   let dir = '';
   const rendered: Record<string, K8sObject[]> = {};
 

@@ -17,8 +17,13 @@ export class LocalDocker {
     this.socket = path.join(dir, 'docker.sock');
   }
 
-  static available(): boolean {
-    return existsSync('/usr/bin/dockerd') && existsSync('/usr/bin/docker');
+  /** Why no engine can be started here, or undefined when one can. */
+  static missing(): string | undefined {
+    if (process.getuid?.() !== 0) return 'starting dockerd needs root';
+    if (!existsSync('/usr/sbin/dockerd') || !existsSync('/usr/bin/docker')) {
+      return 'Debian’s docker.io is not installed (bash scripts/setup.sh --deploy installs it)';
+    }
+    return undefined;
   }
 
   /** Environment for a docker or docker-compose client pointed at this engine. */
@@ -31,7 +36,7 @@ export class LocalDocker {
     mkdirSync(this.dir, { recursive: true });
     const d = this.dir;
     this.daemon = spawn(
-      '/usr/bin/dockerd',
+      '/usr/sbin/dockerd',
       [
         `--data-root=${d}/root`,
         `--exec-root=${d}/exec`,
