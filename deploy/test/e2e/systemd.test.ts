@@ -172,7 +172,12 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     await again.kill();
   });
 
-  it('uninstall.sh removes everything but /var/lib/aenv (--purge that too) and leaves no chains', async () => {
+  it('uninstall.sh removes everything but /var/lib/aenv (--purge that too), and a killed node’s chains', async () => {
+    // A node killed outright leaves its chains and jumps on the (shared) host firewall.
+    await insideOk('systemctl start aenv');
+    await eventually('/health 204', async () => (await health()) === 204, 60_000);
+    await insideOk('systemctl kill --kill-whom=main --signal=SIGKILL aenv && systemctl stop aenv');
+    expect((await firewallRules([TAG])).some((l) => l.includes(`AENV-${TAG}-FWD`))).toBe(true);
     const r = await inside('/opt/aenv/current/scripts/uninstall.sh');
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(await health()).toBe(0);
