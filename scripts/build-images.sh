@@ -33,19 +33,25 @@ docker=${DOCKER:-docker}
 command -v "$docker" >/dev/null || aenv_die "no docker client ($docker)"
 "$docker" version >/dev/null 2>&1 || aenv_die "cannot reach a Docker engine (DOCKER_HOST=${DOCKER_HOST:-default})"
 
-if [ -z "$from" ]; then
-  from=$(ls -t "$repo"/dist/aenv-*-linux-*.tar.gz 2>/dev/null | head -1 || true)
-  [ -n "$from" ] || aenv_die "no release in dist/: run npm run release, or pass --from TARBALL"
-fi
-[ -f "$from" ] || aenv_die "no such release tarball: $from"
-
+# Run from a checkout (deploy/docker beside it) or from an unpacked release (share/docker).
+dockerfiles="$repo/deploy/docker"
+[ -d "$dockerfiles" ] || dockerfiles="$repo/share/docker"
 ctx=$(mktemp -d)
 trap 'rm -rf "$ctx"' EXIT
-tar -C "$ctx" -xzf "$from"
-mv "$ctx"/aenv-*-linux-*/ "$ctx/release"
+if [ -z "$from" ] && [ -f "$repo/release.json" ]; then
+  cp -a "$repo" "$ctx/release"
+else
+  if [ -z "$from" ]; then
+    from=$(ls -t "$repo"/dist/aenv-*-linux-*.tar.gz 2>/dev/null | head -1 || true)
+    [ -n "$from" ] || aenv_die "no release in dist/: run npm run release, or pass --from TARBALL"
+  fi
+  [ -f "$from" ] || aenv_die "no such release tarball: $from"
+  tar -C "$ctx" -xzf "$from"
+  mv "$ctx"/aenv-*-linux-*/ "$ctx/release"
+fi
 version=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$ctx/release/release.json" | head -1)
 tag=${IMAGE_TAG:-$version}
-cp "$repo"/deploy/docker/*.Dockerfile "$ctx/"
+cp "$dockerfiles"/*.Dockerfile "$ctx/"
 # The release keeps one Node.js binary, hard-linked into the tools bundle; an image layer would
 # store a hard link twice, a symlink once.
 tools_node=$(cd "$ctx/release" && ls app/packages/*/dist-tools/bin/node 2>/dev/null | head -1 || true)

@@ -13,8 +13,9 @@ import { CLI_COMMAND, planRelease, type ReleasePlan, type WorkspaceManifest } fr
  *   node/bin/node      the Node.js the native modules were built against
  *   app/               an npm workspace root: package.json, node_modules/, packages/<name>/
  *   cli/aenv.mjs       the single-file CLI
- *   share/             systemd units and default configuration (from deploy/)
- *   scripts/           install.sh, uninstall.sh, prerequisites.sh
+ *   share/             systemd units, default configuration, Dockerfiles, Compose file, kustomize
+ *                      manifests (from deploy/)
+ *   scripts/           install.sh, uninstall.sh, prerequisites.sh, build-images.sh
  *   release.json       version, platform, Node version and module ABI, glibc, commit, commands
  *   SHA256SUMS         every file's checksum
  */
@@ -175,10 +176,15 @@ export async function buildRelease(opts: ReleaseOptions): Promise<ReleaseResult>
   commands[CLI_COMMAND] = plan.cli.name;
   for (const command of Object.keys(commands)) await chmod(path.join(tree, 'bin', command), 0o755);
 
-  await cp(path.join(repo, 'deploy', 'systemd'), path.join(tree, 'share', 'systemd'), { recursive: true });
-  await cp(path.join(repo, 'deploy', 'config'), path.join(tree, 'share', 'config'), { recursive: true });
+  for (const part of ['systemd', 'config', 'docker', 'compose', 'k8s']) {
+    await cp(path.join(repo, 'deploy', part), path.join(tree, 'share', part), {
+      recursive: true,
+      // An operator's key files stay out of a release.
+      filter: (from) => !/(^|\/)api-key(\.env)?$/.test(from),
+    });
+  }
   await mkdir(path.join(tree, 'scripts'));
-  for (const script of ['install.sh', 'uninstall.sh', 'prerequisites.sh']) {
+  for (const script of ['install.sh', 'uninstall.sh', 'prerequisites.sh', 'build-images.sh']) {
     await cp(path.join(repo, 'scripts', script), path.join(tree, 'scripts', script));
   }
 
