@@ -67,7 +67,7 @@ if $local_base; then
     command -v mmdebstrap >/dev/null || aenv_die "--local-base needs mmdebstrap (apt-get install mmdebstrap)"
     mkdir -p "$cache"
     aenv_log "making a Debian 12 root with mmdebstrap"
-    mmdebstrap --quiet --variant=minbase bookworm "$rootfs.partial"
+    mmdebstrap --quiet --variant=minbase --format=tar bookworm "$rootfs.partial"
     mv "$rootfs.partial" "$rootfs"
   fi
   base=aenv/debian-base:bookworm

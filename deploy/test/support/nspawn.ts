@@ -30,6 +30,7 @@ async function rootTarball(): Promise<string> {
   await mustRun('mmdebstrap', [
     '--variant=minbase',
     '--include=systemd,systemd-sysv,dbus,iproute2',
+    '--format=tar',
     'bookworm',
     partial,
   ]);
