@@ -58,6 +58,12 @@ describe.skipIf(missing !== undefined)(
       try {
         await engine.stop();
         rmSync(WORK, { recursive: true, force: true });
+        // The nodes' cgroup parents (the host's hierarchies were theirs): empty, so removable.
+        const left = await run('sh', [
+          '-c',
+          `for d in /sys/fs/cgroup/*/aenv-${TAG} /sys/fs/cgroup/*/aenv-c1 /sys/fs/cgroup/*/aenv-c2; do [ ! -d "$d" ] || rmdir "$d" || echo "$d"; done`,
+        ]);
+        expect(left.stdout).toBe('');
         expect(await firewallRules([TAG])).toEqual(firewallBefore);
         expect(readFileSync('/proc/self/mountinfo', 'utf8')).not.toContain(WORK);
       } finally {
