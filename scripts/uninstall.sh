@@ -24,10 +24,12 @@ ENV_FILE=/etc/default/aenv
 STATE=/var/lib/aenv
 UNITS=(aenv.service aenv-gateway.service aenv-scheduler.service)
 
+# A setting from /etc/default/aenv (empty when it or the file is absent: a rerun has removed it).
+setting() { [ -f "$ENV_FILE" ] && sed -n "s/^$1=//p" "$ENV_FILE" | tail -1 || true; }
 # The node's network tag names everything it put on the host (default n0).
-tag=$(sed -n 's/^AENV_NETWORK_NODE_TAG=//p' "$ENV_FILE" 2>/dev/null | tail -1)
+tag=$(setting AENV_NETWORK_NODE_TAG)
 tag=${tag:-n0}
-runtime=$(sed -n 's/^AENV_RUNTIME_PATH=//p' "$ENV_FILE" 2>/dev/null | tail -1)
+runtime=$(setting AENV_RUNTIME_PATH)
 runtime=${runtime:-/run/aenv}
 
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then

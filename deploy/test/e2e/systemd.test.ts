@@ -178,7 +178,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     await eventually('/health 204', async () => (await health()) === 204, 60_000);
     await insideOk('systemctl kill --kill-whom=main --signal=SIGKILL aenv && systemctl stop aenv');
     expect((await firewallRules([TAG])).some((l) => l.includes(`AENV-${TAG}-FWD`))).toBe(true);
-    const r = await inside('bash -x /opt/aenv/current/scripts/uninstall.sh');
+    const r = await inside('/opt/aenv/current/scripts/uninstall.sh');
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(await health()).toBe(0);
     expect(
