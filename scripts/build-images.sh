@@ -5,26 +5,29 @@
 #                           release has them
 #   aenv/redis:<version>    Debian's redis-server, for the Compose cluster (deploy/docker/redis.Dockerfile)
 #
-#   build-images.sh [--from TARBALL] [--base IMAGE | --local-base]
+#   build-images.sh [--from TARBALL] [--base IMAGE | --local-base] [--network NAME]
 #
 # The base defaults to debian:bookworm-slim from a registry. --local-base makes it here instead:
 # mmdebstrap (Debian's mirror only) → `docker import`, for machines that reach no registry; no
 # build step downloads anything but Debian packages. DOCKER (default: docker) picks the client;
-# DOCKER_HOST the engine. The tag is the release's version; IMAGE_TAG overrides it.
+# DOCKER_HOST the engine. --network is the build steps' network (`host` for an engine started
+# with --bridge=none, which has no default bridge). The tag is the release's version; IMAGE_TAG overrides it.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd -P)
 AENV_LOG_NAME=images
 . "$repo/scripts/prerequisites.sh"
 
-usage="usage: build-images.sh [--from TARBALL] [--base IMAGE | --local-base]"
+usage="usage: build-images.sh [--from TARBALL] [--base IMAGE | --local-base] [--network NAME]"
 from=
 base=debian:bookworm-slim
 local_base=false
+network=()
 while [ $# -gt 0 ]; do
   case $1 in
     --from) from=${2:-}; shift 2 || aenv_die "$usage" ;;
     --base) base=${2:-}; shift 2 || aenv_die "$usage" ;;
     --local-base) local_base=true; shift ;;
+    --network) network=(--network "${2:-}"); shift 2 || aenv_die "$usage" ;;
     -h | --help) echo "$usage"; exit 0 ;;
     *) aenv_die "unknown option: $1 ($usage)" ;;
   esac
@@ -77,7 +80,7 @@ fi
 
 build() { # dockerfile image
   aenv_log "building $2"
-  "$docker" build --quiet --build-arg "BASE=$base" -f "$ctx/$1" -t "$2" "$ctx" >/dev/null
+  "$docker" build --quiet "${network[@]}" --build-arg "BASE=$base" -f "$ctx/$1" -t "$2" "$ctx" >/dev/null
 }
 build node.Dockerfile "aenv/node:$tag"
 # The control image carries the release without the sandbox tools bundle (which holds its own

@@ -74,7 +74,14 @@ describe.skipIf(missing !== undefined)(
     it('builds the node, control and Redis images from the release, the base made with mmdebstrap', async () => {
       const r = await run(
         'bash',
-        [path.join(REPO, 'scripts/build-images.sh'), '--local-base', '--from', await releaseTarball()],
+        [
+          path.join(REPO, 'scripts/build-images.sh'),
+          '--local-base',
+          '--network',
+          'host',
+          '--from',
+          await releaseTarball(),
+        ],
         {
           env: engine.env,
           timeoutMs: 1_500_000,
