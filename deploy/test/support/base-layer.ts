@@ -1,10 +1,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { BASE_RECIPE, recipeHash } from '../../../packages/node/src/image/recipe.js';
+import { BASE_RECIPE, recipeHash } from '@agentenv/node';
+import { TEST_HOME } from '@agentenv/test-support/runtime';
 import type { Bind } from './nspawn.js';
-
-/** Where the node e2e tests cache the base template's root filesystem (built once per machine). */
-const TEST_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
 
 /**
  * The cached base root filesystem, lent read-only to a node whose home is `home` (inside a

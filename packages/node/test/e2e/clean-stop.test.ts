@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { api, removeState, spawnServer, startServer, useSdkEnv } from './server-fixture.js';
+import { api, removeState, spawnServer, startServer, useSdkEnv } from '@agentenv/test-support/server';
 
 /** The test node's network tag (server-fixture's default instance). */
 const TAG = 'e2e';
