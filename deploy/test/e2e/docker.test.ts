@@ -180,7 +180,9 @@ describe.skipIf(missing !== undefined)(
       process.env.E2B_API_URL = URL_BASE;
       process.env.E2B_SANDBOX_URL = URL_BASE;
       process.env.E2B_API_KEY = API_KEY;
-      const sbx = await Sandbox.create();
+      const sbx = await Sandbox.create().catch(async (err: unknown) => {
+        throw new Error(`create failed (${String(err)}); the node said:\n${(await logs()).slice(-6000)}`);
+      });
       const out = await sbx.commands.run('python3 -c "print(6*7)"');
       expect(out.stdout.trim()).toBe('42');
 
