@@ -22,15 +22,33 @@ const API_KEY = `e2b_${'cd'.repeat(20)}`;
 const COMPOSE_PORT = 18220;
 /**
  * `--privileged` asks for every capability, which fails where the bounding set lacks one (here
- * CAP_SYS_RESOURCE). This explicit list is what the node needs, found here; the README has it.
+ * CAP_SYS_RESOURCE). Instead: every capability Docker 20.10 can name beyond its defaults except
+ * SYS_RESOURCE (MACHINE-RECIPES.md: gVisor runs with these); the README lists the same.
  */
 export const NODE_CAPABILITIES = [
-  'SYS_ADMIN',
-  'NET_ADMIN',
-  'SYS_PTRACE',
-  'SYS_CHROOT',
+  'AUDIT_CONTROL',
+  'AUDIT_READ',
+  'BLOCK_SUSPEND',
   'DAC_READ_SEARCH',
   'IPC_LOCK',
+  'IPC_OWNER',
+  'LEASE',
+  'LINUX_IMMUTABLE',
+  'MAC_ADMIN',
+  'MAC_OVERRIDE',
+  'NET_ADMIN',
+  'NET_BROADCAST',
+  'SYSLOG',
+  'SYS_ADMIN',
+  'SYS_BOOT',
+  'SYS_MODULE',
+  'SYS_NICE',
+  'SYS_PACCT',
+  'SYS_PTRACE',
+  'SYS_RAWIO',
+  'SYS_TIME',
+  'SYS_TTY_CONFIG',
+  'WAKE_ALARM',
 ];
 
 const missing = LocalDocker.missing();
