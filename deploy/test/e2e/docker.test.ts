@@ -161,7 +161,15 @@ describe.skipIf(missing !== undefined)(
         expect(started.stderr).toMatch(/unable to apply caps|operation not permitted/);
         await engine.docker(['rm', '-f', 'aenv-node']);
         const caps = NODE_CAPABILITIES.flatMap((c) => ['--cap-add', c]);
-        const security = ['--security-opt', 'seccomp=unconfined', '--security-opt', 'apparmor=unconfined'];
+        const security = [
+          '--security-opt',
+          'seccomp=unconfined',
+          '--security-opt',
+          'apparmor=unconfined',
+          // Docker mounts /proc/sys read-only; the node sets ip_forward in its router namespaces.
+          '--security-opt',
+          'systempaths=unconfined',
+        ];
         started = await engine.docker([
           'run',
           '-d',
