@@ -78,6 +78,8 @@ export class LocalDocker {
     const daemon = this.daemon;
     if (daemon && daemon.exitCode === null) {
       const ids = (await this.docker(['ps', '-aq'])).stdout.split('\n').filter(Boolean);
+      // Stopped first, so a node that a failed test left running removes its rules and namespaces.
+      if (ids.length) await this.docker(['stop', '-t', '300', ...ids], { timeoutMs: 400_000 });
       if (ids.length) await this.docker(['rm', '-f', '-v', ...ids], { timeoutMs: 300_000 });
     }
     await terminate(daemon, 60_000);
