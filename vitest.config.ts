@@ -16,7 +16,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['packages/*/test/unit/**/*.test.ts'],
+          include: ['packages/*/test/unit/**/*.test.ts', 'deploy/test/unit/**/*.test.ts'],
           // Pure tests share each worker's module cache instead of loading every module once per
           // file: the project then takes seconds, not half a minute.
           isolate: false,
@@ -96,6 +96,16 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 120_000,
           hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
+          name: 'deploy',
+          include: ['deploy/test/e2e/**/*.test.ts'],
+          // Releases, installs into a booted Debian root, Docker images, Compose: slow and exclusive.
+          fileParallelism: false,
+          testTimeout: 900_000,
+          hookTimeout: 1_800_000,
         },
       },
     ],

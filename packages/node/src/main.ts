@@ -35,6 +35,19 @@ const undoStartup: (() => unknown)[] = [];
 const USAGE_SAMPLE_INTERVAL_MS = 5_000;
 const USAGE_HISTORY_SAMPLES = 720;
 
+/**
+ * SIGTERM/SIGINT are caught from the first line: one that arrives while the node is still starting
+ * (its chains and namespaces already exist) stops it once startup is done, instead of killing the
+ * process with everything left on the host.
+ */
+const signals: { received?: string; stop?: (signal: string) => Promise<void> } = {};
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    signals.received ??= signal;
+    void signals.stop?.(signal);
+  });
+}
+
 async function main(): Promise<void> {
   const config = loadConfig();
   const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
@@ -175,22 +188,30 @@ async function main(): Promise<void> {
   );
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  signals.stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
-    await usageSampler.stop();
-    await orchestrator.shutdown();
-    await base.close();
-    await app.close();
-    proxy.close();
-    await driver.close();
-    await network.shutdown();
-    store.close();
-    process.exit(0);
+    // Every step runs even when one before it failed: the host's rules and namespaces go last.
+    let failed = false;
+    for (const step of [
+      () => usageSampler.stop(),
+      () => orchestrator.shutdown(),
+      () => base.close(),
+      () => app.close(),
+      () => proxy.close(),
+      () => driver.close(),
+      () => network.shutdown(),
+      () => store.close(),
+    ]) {
+      await (async () => step())().catch((err: unknown) => {
+        failed = true;
+        logger.error({ err }, 'shutdown step failed');
+      });
+    }
+    process.exit(failed ? 1 : 0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  if (signals.received) void signals.stop(signals.received);
 }
 
 main().catch(async (err: unknown) => {
