@@ -1,17 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  BuildFiles,
-  buildApp,
-  BuiltTemplates,
-  Limiter,
-  MetricsHistory,
-  NodeMetrics,
-  RuntimeCache,
-  SandboxProxy,
-  SnapshotStore,
-} from '@agentenv/node';
+import { BuildFiles, BuiltTemplates, Limiter, RuntimeCache, SnapshotStore } from '@agentenv/node';
+import { buildApp, MetricsHistory, NodeMetrics, SandboxProxy } from '@agentenv/node/server';
 import type { FakeNode } from './node.js';
 import { MemoryObjectRepository } from './repository.js';
 

@@ -1,4 +1,4 @@
-import type { CaptureDirs, CaptureKind } from '@agentenv/node';
+import type { CaptureDirs, CaptureKind } from '@agentenv/node/server';
 import type { FakeDisk } from './disk.js';
 
 /** Capture directories on a FakeDisk, under `/captures/<sandboxId>/`. */

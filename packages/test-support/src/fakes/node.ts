@@ -1,7 +1,7 @@
 import { pino, type Logger } from 'pino';
+import { DEFAULT_RESOURCES } from '@agentenv/node';
 import {
   createSourceChain,
-  DEFAULT_RESOURCES,
   defaultConfig,
   Orchestrator,
   SandboxWarmPool,
@@ -12,7 +12,7 @@ import {
   type LifecycleObserver,
   type NodeConfig,
   type SandboxRecord,
-} from '@agentenv/node';
+} from '@agentenv/node/server';
 import { FakeCaptureDirs } from './captures.js';
 import { FakeClock } from './clock.js';
 import { FakeDisk } from './disk.js';

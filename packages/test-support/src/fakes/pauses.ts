@@ -1,10 +1,5 @@
-import {
-  readSandboxRecord,
-  RepositoryUnavailableError,
-  type Capture,
-  type PauseRepository,
-  type SandboxRecord,
-} from '@agentenv/node';
+import { RepositoryUnavailableError, type Capture } from '@agentenv/node';
+import { readSandboxRecord, type PauseRepository, type SandboxRecord } from '@agentenv/node/server';
 import type { FakeCapture, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 

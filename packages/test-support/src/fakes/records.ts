@@ -3,7 +3,7 @@ import {
   type SandboxRecord,
   type SandboxRecordStore,
   type SandboxState,
-} from '@agentenv/node';
+} from '@agentenv/node/server';
 
 /**
  * Sandbox records in memory, stored as JSON like the SQLite store (a caller never shares an

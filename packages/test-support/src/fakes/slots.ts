@@ -1,4 +1,5 @@
-import { NetworkError, type EgressRules, type NetSlot, type SlotProvider } from '@agentenv/node';
+import { NetworkError, type EgressRules, type NetSlot } from '@agentenv/node';
+import type { SlotProvider } from '@agentenv/node/server';
 import { Faults } from './faults.js';
 
 export type SlotStep = 'acquire' | 'setEgress' | 'release';

@@ -1,10 +1,5 @@
-import {
-  AliasTakenError,
-  RepositoryUnavailableError,
-  type Capture,
-  type SnapshotCatalog,
-  type SnapshotInfo,
-} from '@agentenv/node';
+import { AliasTakenError, RepositoryUnavailableError, type Capture } from '@agentenv/node';
+import type { SnapshotCatalog, SnapshotInfo } from '@agentenv/node/server';
 import type { FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 

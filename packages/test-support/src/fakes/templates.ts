@@ -1,10 +1,10 @@
+import { DEFAULT_RESOURCES } from '@agentenv/node';
 import {
-  DEFAULT_RESOURCES,
   type ImageSource,
   type NamedSource,
   type ResolvedTemplate,
   type SandboxSource,
-} from '@agentenv/node';
+} from '@agentenv/node/server';
 import { fakeCaptureMeta, type FakeDisk } from './disk.js';
 
 /**
