@@ -1,0 +1,88 @@
+import { ask, callNode, isCapacityRefusal, type GatewayContext } from '../context.js';
+import { GatewayError } from '../errors.js';
+import { readBody, sendJson } from '../http.js';
+import type { Binding, NodeRef } from '../scheduler/scheduler.js';
+import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
+import { placeAndSend } from './placement.js';
+
+/** The node a sandbox lives on, or the client's 404 (410 for one lost with its node). */
+export async function bindingOf(ctx: GatewayContext, sandboxId: string): Promise<Binding> {
+  const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
+  if (!b) throw new GatewayError('not_found', `sandbox ${sandboxId} not found`);
+  return b;
+}
+
+export function lostError(sandboxId: string, b: Binding): GatewayError {
+  return new GatewayError(
+    'gone',
+    `sandbox ${sandboxId} was lost: ${b.reason ?? `node failure (node ${b.node.nodeId})`}`,
+  );
+}
+
+export function relay(res: ClientResponse, a: NodeAnswer): void {
+  res.writeHead(a.status, a.headers);
+  res.end(a.body);
+}
+
+/** Any call on one sandbox: streamed to its node. */
+export async function handleSandboxCall(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<void> {
+  const b = await bindingOf(ctx, sandboxId);
+  if (b.state === 'lost') {
+    // Reading a lost sandbox says what became of it; anything else on it is gone.
+    if (req.method === 'GET' && /^\/(v2\/)?sandboxes\/[a-z0-9]+(\?.*)?$/.test(req.url ?? ''))
+      return sendJson(res, 200, {
+        sandboxID: sandboxId,
+        state: 'lost',
+        nodeID: b.node.nodeId,
+        reason: lostError(sandboxId, b).message,
+      });
+    throw lostError(sandboxId, b);
+  }
+  await ctx.nodes.stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs });
+}
+
+/**
+ * Connect/resume. On its node when that node is ready and has room; a paused sandbox whose node
+ * is gone, draining or full is placed like a create (preferring a node holding its pause in
+ * cache), and the node asked takes it over from the shared repository — the repository's claim
+ * decides, so two resumes never both win.
+ */
+export async function handleResume(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<void> {
+  const body = await readBody(req);
+  const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
+  if (b?.state === 'lost') throw lostError(sandboxId, b);
+  const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
+  const exclude: string[] = [];
+  if (b) {
+    if (b.node.status === 'ready') {
+      const answer = await send(b.node).catch((err: unknown) => {
+        if (err instanceof GatewayError && err.kind === 'bad_gateway' && b.state === 'paused')
+          return undefined;
+        throw err;
+      });
+      if (answer && !(isCapacityRefusal(answer) && b.state === 'paused')) return relay(res, answer);
+    }
+    // A running sandbox cannot move: its node's answer (or unreachability) is the answer.
+    if (b.state !== 'paused') {
+      if (b.node.status === 'ready')
+        throw new GatewayError('rate_limited', `node ${b.node.nodeId} is full`, 5);
+      throw new GatewayError(
+        'bad_gateway',
+        `node ${b.node.nodeId} of sandbox ${sandboxId} is ${b.node.status}`,
+      );
+    }
+    exclude.push(b.node.nodeId);
+  }
+  const { answer } = await placeAndSend(ctx, { sandboxId, excludeNodes: exclude }, send);
+  relay(res, answer);
+}

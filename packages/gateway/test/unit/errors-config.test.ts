@@ -1,0 +1,89 @@
+import { ApiError } from '@agentenv/node/errors';
+import { describe, expect, it } from 'vitest';
+import { loadGatewayConfig, parseAddr } from '../../src/config.js';
+import { ask } from '../../src/context.js';
+import { GatewayError, errorBody } from '../../src/errors.js';
+import { PlacementRefused, SchedulerUnavailable } from '../../src/scheduler/scheduler.js';
+
+describe('gateway errors', () => {
+  it.each([
+    ['not_found', 404],
+    ['bad_gateway', 502],
+    ['timeout', 504],
+    ['unavailable', 503],
+    ['rate_limited', 429],
+    ['gone', 410],
+  ] as const)('%s → %i with {code, message}', (kind, status) => {
+    expect(errorBody(new GatewayError(kind, 'why', 7))).toEqual({
+      status,
+      body: { code: status, message: 'why' },
+      retryAfter: 7,
+    });
+  });
+
+  it('maps the shared API-key refusal as the node does', () => {
+    expect(errorBody(new ApiError('unauthorized', 'invalid API key')).status).toBe(401);
+  });
+
+  it('hides unexpected errors as 500', () => {
+    expect(errorBody(new Error('secret detail'))).toEqual({
+      status: 500,
+      body: { code: 500, message: 'internal error' },
+    });
+  });
+
+  it('turns scheduler failures into 503 and a full cluster into 429', async () => {
+    await expect(ask(() => Promise.reject(new SchedulerUnavailable('ECONNREFUSED')))).rejects.toMatchObject({
+      kind: 'unavailable',
+      message: expect.stringContaining('scheduler'),
+    });
+    await expect(
+      ask(() => Promise.reject(new PlacementRefused('cluster_full', 'all full', 4))),
+    ).rejects.toMatchObject({ kind: 'rate_limited', retryAfter: 4 });
+    await expect(
+      ask(() => Promise.reject(new PlacementRefused('no_healthy_node', 'none', 2))),
+    ).rejects.toMatchObject({ kind: 'unavailable' });
+  });
+});
+
+describe('gateway config', () => {
+  it('has defaults and needs the API key', () => {
+    expect(() => loadGatewayConfig({})).toThrow(/AENV_API_KEY/);
+    const c = loadGatewayConfig({ AENV_API_KEY: 'e2b_00' });
+    expect(c).toMatchObject({
+      host: '0.0.0.0',
+      port: 8080,
+      schedulerUrl: 'http://127.0.0.1:9090',
+      domains: [],
+    });
+    expect(c.tls).toBeUndefined();
+  });
+
+  it('reads addresses, domains, TLS and limits from the environment', () => {
+    const c = loadGatewayConfig({
+      AENV_API_KEY: 'k',
+      GATEWAY_ADDR: '127.0.0.1:19900',
+      AENV_SANDBOX_PROXY_DOMAINS: 'a.test, b.test',
+      AENV_TLS_CERT: '/c.pem',
+      AENV_TLS_KEY: '/k.pem',
+      GATEWAY_CREATE_QUEUE: '7',
+    });
+    expect(c).toMatchObject({
+      host: '127.0.0.1',
+      port: 19900,
+      domains: ['a.test', 'b.test'],
+      tls: { certPath: '/c.pem', keyPath: '/k.pem' },
+      maxQueuedCreates: 7,
+    });
+    expect(parseAddr('[::1]:80')).toEqual({ host: '::1', port: 80 });
+  });
+
+  it.each([
+    { GATEWAY_ADDR: 'nope' },
+    { AENV_TLS_CERT: '/c.pem' },
+    { GATEWAY_QUEUE_WAIT_MS: '0' },
+    { AENV_SCHEDULER_URL: 'not a url' },
+  ])('refuses %o', (env) => {
+    expect(() => loadGatewayConfig({ AENV_API_KEY: 'k', ...env })).toThrow();
+  });
+});
