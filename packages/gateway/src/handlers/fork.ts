@@ -26,7 +26,7 @@ export async function handleFork(
   const raw = await readBody(req);
   const body = parseObject(raw);
   const b = await bindingOf(ctx, sandboxId);
-  if (b.state === 'lost') throw lostError(sandboxId, b);
+  if (b.state === 'lost') throw await lostError(ctx, sandboxId, b);
   const parent = b.node;
   const answer = await callNode(ctx, parent, req, { body: raw, timeoutMs: ctx.startTimeoutMs });
   if (answer.status !== 201) return relay(res, answer);
@@ -101,7 +101,12 @@ async function spill(
       try {
         const { node, answer } = await placeAndSend(
           ctx,
-          { templateId: snapshotID, snapshotId: snapshotID, excludeNodes: [parent.nodeId] },
+          {
+            kind: 'fork_spill',
+            templateId: snapshotID,
+            snapshotId: snapshotID,
+            excludeNodes: [parent.nodeId],
+          },
           (n) => createOn(ctx, req, n, create),
         );
         if (answer.status !== 201) return { error: errorOf(answer) };

@@ -12,10 +12,13 @@ export async function bindingOf(ctx: GatewayContext, sandboxId: string): Promise
   return b;
 }
 
-export function lostError(sandboxId: string, b: Binding): GatewayError {
+/** 410 for a sandbox lost with its node, with the reason the scheduler recorded. */
+export async function lostError(ctx: GatewayContext, sandboxId: string, b: Binding): Promise<GatewayError> {
+  const events = await ctx.scheduler.sandboxEvents(sandboxId).catch(() => []);
+  const lost = events.filter((e) => e.type === 'lost').at(-1);
   return new GatewayError(
     'gone',
-    `sandbox ${sandboxId} was lost: ${b.reason ?? `node failure (node ${b.node.nodeId})`}`,
+    `sandbox ${sandboxId} was lost: ${lost?.reason || `node failure (node ${b.node.nodeId})`}`,
   );
 }
 
@@ -39,9 +42,9 @@ export async function handleSandboxCall(
         sandboxID: sandboxId,
         state: 'lost',
         nodeID: b.node.nodeId,
-        reason: lostError(sandboxId, b).message,
+        reason: (await lostError(ctx, sandboxId, b)).message,
       });
-    throw lostError(sandboxId, b);
+    throw await lostError(ctx, sandboxId, b);
   }
   await ctx.nodes.stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs });
 }
@@ -60,7 +63,7 @@ export async function handleResume(
 ): Promise<void> {
   const body = await readBody(req);
   const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
-  if (b?.state === 'lost') throw lostError(sandboxId, b);
+  if (b?.state === 'lost') throw await lostError(ctx, sandboxId, b);
   const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
   const exclude: string[] = [];
   if (b) {
@@ -83,6 +86,12 @@ export async function handleResume(
     }
     exclude.push(b.node.nodeId);
   }
-  const { answer } = await placeAndSend(ctx, { sandboxId, excludeNodes: exclude }, send);
+  const hint = {
+    kind: 'resume' as const,
+    sandboxId,
+    excludeNodes: exclude,
+    ...(b?.pauseId ? { pauseId: b.pauseId } : {}),
+  };
+  const { answer } = await placeAndSend(ctx, hint, send);
   relay(res, answer);
 }

@@ -14,10 +14,12 @@ export interface NodeRef {
 
 /** What a placement may take into account. */
 export interface PlacementHint {
+  kind?: 'create' | 'resume' | 'fork_spill';
   templateId?: string;
   snapshotId?: string;
   /** A paused sandbox to resume: the node holding its pause in cache wins. */
   sandboxId?: string;
+  pauseId?: string;
   cpuCount?: number;
   memoryMB?: number;
   /** Nodes this placement must not use (they just refused it, or hold the parent of a spill). */
@@ -28,6 +30,8 @@ export interface Placement {
   node: NodeRef;
   /** Released by recordAssignment/releaseReservation, or by the scheduler after a timeout. */
   reservationId: string;
+  /** The node holds the capture in its runtime cache. */
+  localityHit: boolean;
 }
 
 /** Where the scheduler last saw a sandbox. */
@@ -35,17 +39,19 @@ export interface Binding {
   node: NodeRef;
   /** `running`, `paused`, `lost`, … as the node's roster or the scheduler's events say. */
   state: string;
-  /** Why a lost sandbox was lost ("node failure: …"). */
-  reason?: string;
+  /** The newest pause in the shared repository, while paused. */
+  pauseId?: string;
 }
 
 /** One lifecycle event of a sandbox, as the scheduler records and streams them. */
 export interface ClusterEvent {
+  eventId: string;
   sandboxId: string;
   nodeId: string;
   type: string;
   reason?: string;
-  timestamp: string;
+  time: string;
+  details: Record<string, string>;
 }
 
 /** The scheduler cannot be reached or failed: the gateway answers 503. */
