@@ -80,6 +80,16 @@ export default defineConfig({
           hookTimeout: 1_200_000,
         },
       },
+      {
+        test: {
+          name: 'cluster',
+          include: ['packages/gateway/test/cluster/**/*.test.ts'],
+          // Real clusters (redis-server, the scheduler, the gateway, several nodes) on one machine.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
     ],
   },
 });

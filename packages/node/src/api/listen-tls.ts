@@ -26,6 +26,17 @@ const CONNECTION_HEADERS = new Set([
 ]);
 
 /**
+ * Shows an HTTP/2 request's headers as HTTP/1 ones: no pseudo-headers (a proxy would pass them
+ * on, and they are not valid header names), `:authority` as Host (sandbox hosts route by it).
+ */
+function presentAsHttp1(req: Http2ServerRequest): void {
+  const headers: Record<string, string | string[] | undefined> = {};
+  for (const [k, v] of Object.entries(req.headers)) if (!k.startsWith(':')) headers[k] = v;
+  headers.host ??= req.headers[':authority'];
+  Object.defineProperty(req, 'headers', { value: headers, configurable: true });
+}
+
+/**
  * Lets an HTTP/1-minded handler answer an HTTP/2 request: the compat response throws on
  * connection-specific headers, which a proxied answer has, so they are dropped here.
  */
@@ -59,7 +70,10 @@ export function createEdgeServer(handler: Handler, tls?: TlsFiles): Server {
   const server = createSecureServer(
     { cert: readFileSync(tls.certPath), key: readFileSync(tls.keyPath), allowHTTP1: true },
     (req: Http2ServerRequest, res: Http2ServerResponse) => {
-      if (req.httpVersionMajor === 2) tolerateHttp1Headers(res);
+      if (req.httpVersionMajor === 2) {
+        presentAsHttp1(req);
+        tolerateHttp1Headers(res);
+      }
       handler(req as unknown as IncomingMessage, res as unknown as ServerResponse);
     },
   );
