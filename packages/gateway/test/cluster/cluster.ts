@@ -1,5 +1,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { ConnectScheduler } from '../../src/scheduler/connect.js';
 import { API_KEY, DOMAIN, HOME, startNode } from './nodes.js';
 import { eventually, spawnProc, startHealthy, type Proc } from './processes.js';
 
@@ -168,12 +169,18 @@ export class TestCluster {
     return r.json as unknown as NodeView[];
   }
 
+  /** Waits until the scheduler has `count` ready nodes (asked directly: the gateway may be TLS). */
   async waitReady(count: number, timeoutMs = 60_000): Promise<void> {
-    let last: NodeView[] = [];
+    const scheduler = new ConnectScheduler(`http://127.0.0.1:${SCHEDULER_PORT}`, API_KEY);
+    let last: string[] = [];
     await eventually(
-      async () => (last = await this.nodeViews()).filter((n) => n.status === 'ready').length >= count,
+      async () => {
+        const nodes = await scheduler.listNodes();
+        last = nodes.map((n) => `${n.ref.nodeId}:${n.ref.status}`);
+        return nodes.filter((n) => n.ref.status === 'ready').length >= count;
+      },
       timeoutMs,
-      () => `${count} ready nodes, have ${JSON.stringify(last)}`,
+      () => `${count} ready nodes, have ${last.join(' ')}`,
       250,
     );
   }

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeWildcardCerts, type TestCerts } from './certs.js';
+import { TestCluster } from './cluster.js';
 import { API_KEY, DOMAIN, startNode } from './nodes.js';
 import type { Proc } from './processes.js';
 
@@ -95,6 +96,35 @@ describe('a stand-alone node with TLS', () => {
   });
 
   it("serves the E2B SDK at https://49983-{id}.{domain} and the sandbox's getHost() URL", async () => {
+    expectServedOverTls(await runTlsClient(certs));
+  });
+});
+
+describe('the gateway with TLS in front of a cluster', () => {
+  let certs: TestCerts;
+  let c: TestCluster;
+
+  beforeAll(async () => {
+    certs = makeWildcardCerts(DOMAIN);
+    c = await TestCluster.start({
+      nodes: 1,
+      store: 'memory',
+      gatewayAddr: `${EDGE}:443`,
+      gatewayEnv: { AENV_TLS_CERT: certs.certPath, AENV_TLS_KEY: certs.keyPath },
+      gatewayHealth: { url: `https://${EDGE}/health`, ca: certs.ca, servername: `api.${DOMAIN}` },
+    });
+  });
+
+  afterAll(async () => {
+    await c?.stop();
+    if (certs) rmSync(certs.dir, { recursive: true, force: true });
+  });
+
+  it('offers HTTP/2 by ALPN and HTTP/1.1 to clients that ask for it', async () => {
+    await expectAlpn(certs);
+  });
+
+  it('serves the SDK and getHost() URLs at https://{port}-{id}.{domain} through the gateway', async () => {
     expectServedOverTls(await runTlsClient(certs));
   });
 });
