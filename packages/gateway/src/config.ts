@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 type Env = Record<string, string | undefined>;
 
 export class GatewayConfigError extends Error {
@@ -37,6 +39,15 @@ export function parseAddr(s: string): { host: string; port: number } {
   if (!m || port < 0 || port > 65535)
     throw new GatewayConfigError(`GATEWAY_ADDR must be host:port, not ${s}`);
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
+}
+
+function keyFile(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (err) {
+    throw new GatewayConfigError(`cannot read AENV_API_KEY_FILE ${path}: ${(err as Error).message}`);
+  }
 }
 
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {

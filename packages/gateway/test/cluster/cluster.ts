@@ -92,6 +92,8 @@ export class TestCluster {
         SCHEDULER_ADDR: `127.0.0.1:${SCHEDULER_PORT}`,
         AENV_SCHEDULER_STORE: store,
         AENV_API_KEY: API_KEY,
+        // Every node reports this whole 2-core machine as its own: allow the suites' 20 per node.
+        AENV_SCHEDULER_CPU_OVERCOMMIT: '64',
         AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
       },
       `http://127.0.0.1:${SCHEDULER_PORT}/health`,
