@@ -57,7 +57,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   } catch {
     throw new GatewayConfigError(`AENV_SCHEDULER_URL is not a URL: ${schedulerUrl}`);
   }
-  const apiKey = env.AENV_API_KEY;
+  const apiKey = env.AENV_API_KEY || keyFile(env.AENV_API_KEY_FILE);
   if (!apiKey)
     throw new GatewayConfigError('AENV_API_KEY must be set: the key of the cluster its nodes check');
   const cert = env.AENV_TLS_CERT;
