@@ -59,7 +59,9 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   }
   const apiKey = env.AENV_API_KEY || keyFile(env.AENV_API_KEY_FILE);
   if (!apiKey)
-    throw new GatewayConfigError('AENV_API_KEY must be set: the key of the cluster its nodes check');
+    throw new GatewayConfigError(
+      'AENV_API_KEY (or AENV_API_KEY_FILE) must be set: the key the cluster checks',
+    );
   const cert = env.AENV_TLS_CERT;
   const key = env.AENV_TLS_KEY;
   if (!!cert !== !!key) throw new GatewayConfigError('AENV_TLS_CERT and AENV_TLS_KEY are set together');
