@@ -66,24 +66,23 @@ export async function handleResume(
   if (b?.state === 'lost') throw await lostError(ctx, sandboxId, b);
   const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
   const exclude: string[] = [];
+  // Why the sandbox's own node did not do it, answered if no other node can either.
+  let own: GatewayError | undefined;
   if (b) {
-    if (b.node.status === 'ready') {
+    // A draining node still serves what runs on it; what is paused there moves.
+    const usable = b.node.status === 'ready' || (b.node.status === 'draining' && b.state !== 'paused');
+    if (usable) {
       const answer = await send(b.node).catch((err: unknown) => {
-        if (err instanceof GatewayError && err.kind === 'bad_gateway' && b.state === 'paused')
-          return undefined;
+        if (err instanceof GatewayError && err.kind === 'bad_gateway') return err;
         throw err;
       });
-      if (answer && !(isCapacityRefusal(answer) && b.state === 'paused')) return relay(res, answer);
-    }
-    // A running sandbox cannot move: its node's answer (or unreachability) is the answer.
-    if (b.state !== 'paused') {
-      if (b.node.status === 'ready')
-        throw new GatewayError('rate_limited', `node ${b.node.nodeId} is full`, 5);
-      throw new GatewayError(
+      if (answer instanceof GatewayError) own = answer;
+      else if (!(isCapacityRefusal(answer) && b.state === 'paused')) return relay(res, answer);
+    } else
+      own = new GatewayError(
         'bad_gateway',
         `node ${b.node.nodeId} of sandbox ${sandboxId} is ${b.node.status}`,
       );
-    }
     exclude.push(b.node.nodeId);
   }
   const hint = {
@@ -93,5 +92,7 @@ export async function handleResume(
     ...(b?.pauseId ? { pauseId: b.pauseId } : {}),
   };
   const { answer } = await placeAndSend(ctx, hint, send);
+  // Nothing in the shared repository to resume: the sandbox was not paused, its node is the answer.
+  if (answer.status === 404 && own && b?.state !== 'paused') throw own;
   relay(res, answer);
 }
