@@ -1,10 +1,15 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestCluster } from './cluster.js';
+import { API_KEY } from './nodes.js';
 import { eventually } from './processes.js';
 import { inBatches, useGateway } from './sdk-env.js';
 
 const NODES = 3;
+const AENV = fileURLToPath(new URL('../../../cli/bin/aenv.js', import.meta.url));
 
 describe('a 3-node cluster through the gateway (Redis store)', () => {
   let c: TestCluster;
@@ -124,6 +129,11 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
     expect(unknown.status).toBe(404);
     expect(unknown.json).toMatchObject({ code: 404, message: expect.stringContaining('not found') });
     expect((await c.api('GET', '/v2/sandboxes', undefined, { 'x-api-key': 'e2b_wrong' })).status).toBe(401);
+    const { stdout } = await promisify(execFile)(process.execPath, [AENV, 'nodes', 'ls', '-o', 'json'], {
+      env: { ...process.env, AENV_URL: c.gatewayUrl, AENV_API_KEY: API_KEY, HOME: '/nonexistent' },
+    });
+    const listed = JSON.parse(stdout) as { nodeID: string; status: string }[];
+    expect(listed.map((n) => n.nodeID).sort()).toEqual(['h9n0', 'h9n1', 'h9n2']);
     const metrics = await (await fetch(`${c.gatewayUrl}/metrics`)).text();
     expect(metrics).toMatch(/aenv_gateway_placements_total\{outcome="placed"\} \d+/);
     expect(metrics).toMatch(/aenv_gateway_create_queue_depth 0/);

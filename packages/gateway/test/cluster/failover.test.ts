@@ -1,6 +1,7 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestCluster } from './cluster.js';
+import { API_KEY } from './nodes.js';
 import { eventually } from './processes.js';
 import { useGateway } from './sdk-env.js';
 
@@ -38,6 +39,15 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     expect(pid).toMatch(/^\d+$/);
     await paused.pause();
 
+    // The cluster's event stream, read as a client would, from before the failure.
+    const stream = await fetch(`${c.gatewayUrl}/events`, { headers: { 'x-api-key': API_KEY } });
+    expect(stream.headers.get('content-type')).toBe('text/event-stream');
+    let streamed = '';
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    void (async () => {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) streamed += r.value;
+    })().catch(() => undefined);
+
     await c.stopNode(x, 'SIGKILL');
     // Its sandboxes answer 502 at once; the others are untouched.
     const down = await c.api('GET', `/sandboxes/${running.sandboxId}`);
@@ -63,6 +73,12 @@ describe('node loss and scheduler restarts (Redis store)', () => {
       250,
     );
     expect(lost.reason).toMatch(/node failure/);
+    await eventually(
+      async () => streamed.includes('event: lost') && streamed.includes(running.sandboxId),
+      30_000,
+      () => `the event stream said: ${streamed}`,
+    );
+    await reader.cancel();
     const info = await c.api('GET', `/sandboxes/${running.sandboxId}`);
     expect(info.json).toMatchObject({ state: 'lost', reason: expect.stringMatching(/node failure/) });
     expect((await c.api('POST', `/sandboxes/${running.sandboxId}/connect`, {})).status).toBe(410);
