@@ -67,7 +67,7 @@ export class NodeHttp {
   }
 
   /** Sends a call and reads the whole answer. */
-  call(node: NodeRef, call: NodeCall): Promise<NodeAnswer> {
+  call(node: NodeRef, call: NodeCall, retried = false): Promise<NodeAnswer> {
     return new Promise((resolve, reject) => {
       const up = this.open(node, call);
       const timer = call.timeoutMs
@@ -82,8 +82,12 @@ export class NodeHttp {
         });
         res.on('error', (err) => reject(upstreamError(node, err)));
       });
-      up.on('error', (err) => {
+      up.on('error', (err: NodeJS.ErrnoException) => {
         clearTimeout(timer);
+        // A kept-alive connection the node closed as this call went out: the call never reached
+        // it, and its whole body is at hand, so it is sent once more on a fresh connection.
+        if (!retried && up.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE'))
+          return void this.call(node, call, true).then(resolve, reject);
         reject(upstreamError(node, err));
       });
       up.end(call.body);
