@@ -36,9 +36,10 @@ export async function handleFork(
   const spilled: Placed[] = results.some(refusedForRoom)
     ? await spill(ctx, req, parent, sandboxId, body, results)
     : results;
+  // Spilled children were recorded by their placement; those on the parent's node are here.
   await Promise.all(
     spilled.map((r) =>
-      'sandbox' in r ? record(ctx, r.sandbox.sandboxID, r.nodeId ?? parent.nodeId) : undefined,
+      'sandbox' in r && !r.nodeId ? record(ctx, r.sandbox.sandboxID, parent.nodeId) : undefined,
     ),
   );
   const out = JSON.stringify(spilled.map(({ nodeId: _n, ...r }) => r));
