@@ -20,6 +20,7 @@ export interface GatewayConfig {
   idempotencyTtlMs: number;
   controlTimeoutMs: number;
   startTimeoutMs: number;
+  schedulerTimeoutMs: number;
   logLevel: string;
 }
 
@@ -80,6 +81,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     idempotencyTtlMs: int(env, 'GATEWAY_IDEMPOTENCY_TTL_SECS', 600, 1) * 1000,
     controlTimeoutMs: int(env, 'GATEWAY_NODE_TIMEOUT_MS', 60_000, 1),
     startTimeoutMs: int(env, 'GATEWAY_START_TIMEOUT_MS', 300_000, 1),
+    schedulerTimeoutMs: int(env, 'GATEWAY_SCHEDULER_TIMEOUT_MS', 10_000, 1),
     logLevel: env.AENV_LOG_LEVEL ?? 'info',
   };
 }

@@ -7,7 +7,11 @@ import { ConnectScheduler } from './scheduler/connect.js';
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
   const logger = pino({ name: 'aenv-gateway', level: config.logLevel });
-  const gw = await startGateway(config, new ConnectScheduler(config.schedulerUrl, config.apiKey), logger);
+  const gw = await startGateway(
+    config,
+    new ConnectScheduler(config.schedulerUrl, config.apiKey, config.schedulerTimeoutMs),
+    logger,
+  );
   process.stdout.write(
     [
       `AgentENV gateway listening on ${gw.url} (scheduler ${config.schedulerUrl})`,

@@ -22,9 +22,6 @@ import {
   type Scheduler,
 } from './scheduler.js';
 
-/** A scheduler that does not answer within this is down for the request (503), not a hang. */
-const CALL_TIMEOUT_MS = 5_000;
-
 const STATUS: Record<PbNodeStatus, NodeStatus> = {
   [PbNodeStatus.UNSPECIFIED]: 'unhealthy',
   [PbNodeStatus.READY]: 'ready',
@@ -114,7 +111,15 @@ function mapped(err: unknown, rpc: string): Error {
 export class ConnectScheduler implements Scheduler {
   private readonly client: Client<typeof SchedulerService>;
 
-  constructor(baseUrl: string, apiKey: string) {
+  /**
+   * @param callTimeoutMs a scheduler that does not answer within this is down for the request
+   *   (503), not a hang
+   */
+  constructor(
+    baseUrl: string,
+    apiKey: string,
+    private readonly callTimeoutMs = 10_000,
+  ) {
     const auth: Interceptor = (next) => async (req) => {
       req.header.set('x-api-key', apiKey);
       return next(req);
@@ -127,7 +132,7 @@ export class ConnectScheduler implements Scheduler {
 
   private async call<T>(rpc: string, work: (opts: { timeoutMs: number }) => Promise<T>): Promise<T> {
     try {
-      return await work({ timeoutMs: CALL_TIMEOUT_MS });
+      return await work({ timeoutMs: this.callTimeoutMs });
     } catch (err) {
       throw mapped(err, rpc);
     }
@@ -159,7 +164,7 @@ export class ConnectScheduler implements Scheduler {
 
   async lookupNode(sandboxId: string): Promise<Binding | undefined> {
     try {
-      const r = await this.client.lookupNode({ sandboxId }, { timeoutMs: CALL_TIMEOUT_MS });
+      const r = await this.client.lookupNode({ sandboxId }, { timeoutMs: this.callTimeoutMs });
       if (!r.node) return undefined;
       return {
         node: { nodeId: r.node.nodeId, url: r.node.advertiseUrl, status: STATUS[r.nodeStatus] },
@@ -192,7 +197,7 @@ export class ConnectScheduler implements Scheduler {
 
   async getNode(nodeId: string) {
     try {
-      const r = await this.client.getNode({ nodeId }, { timeoutMs: CALL_TIMEOUT_MS });
+      const r = await this.client.getNode({ nodeId }, { timeoutMs: this.callTimeoutMs });
       return r.node ? { ref: refOf(r.node), info: nodeBody(r.node) } : undefined;
     } catch (err) {
       if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;

@@ -26,7 +26,7 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
 
   it('spreads 60 creates over all three nodes, none holding more than half', async () => {
     const tag = `spread${Date.now()}`;
-    // 12 at a time: more would only wait in the nodes' start queues on this 2-core machine.
+    // 6 at a time: more would only wait in the nodes' start queues on this 2-core machine.
     const indexes = Array.from({ length: 60 }, (_, i) => i);
     made.push(...(await inBatches(indexes, 12, (i) => Sandbox.create({ metadata: { tag, i: String(i) } }))));
     const where = await c.placementOf();
