@@ -1,0 +1,4 @@
+// The scheduler's public surface: its client, error mapping and the domain types callers see.
+export { fromConnectError, RETRY_AFTER_HEADER } from './rpc/errors.js';
+export type { SchedulerErrorKind } from './errors.js';
+export type * from './model.js';
