@@ -52,8 +52,12 @@ if [ ${#missing[@]} -gt 0 ] || ! runsc_ok; then
     # docker-registry and redis-server are for the tests and the local cluster, which start their
     # own on 127.0.0.1: no system service on :5000 or :6379.
     for svc in docker-registry redis-server; do
-      if [[ " ${missing[*]} " == *" $svc "* ]] && command -v systemctl >/dev/null; then
-        systemctl disable --now "$svc" >/dev/null 2>&1 || true
+      [[ " ${missing[*]} " == *" $svc "* ]] || continue
+      command -v systemctl >/dev/null && { systemctl disable --now "$svc" >/dev/null 2>&1 || true; }
+      # Without systemd, the package's init script may have started it.
+      if [ -x "/etc/init.d/$svc" ]; then
+        "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+        update-rc.d "$svc" disable >/dev/null 2>&1 || true
       fi
     done
   fi

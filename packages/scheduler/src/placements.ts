@@ -62,9 +62,14 @@ export const templateCacheKey = (templateId: string) => `template/${templateId}`
 /**
  * Placement with reservations: Schedule decides on the nodes' last reports plus everything
  * reserved and not yet assigned, and reserves its choice before answering, so a burst of
- * Schedule calls spreads instead of landing on the node that looked emptiest.
+ * Schedule calls spreads instead of landing on the node that looked emptiest. Replicas sharing a
+ * store decide independently, so two of them may pick one node for concurrent calls; the
+ * reservations they write still hold for every later decision.
  */
 export class Placements {
+  /** Decisions in this process one at a time: each sees the reservations of the one before. */
+  private decided: Promise<unknown> = Promise.resolve();
+
   constructor(
     private readonly store: SchedulerStore,
     private readonly clock: Clock,
@@ -100,10 +105,17 @@ export class Placements {
       ...(preferNodeId ? { preferNodeId } : {}),
       excludeNodeIds: input.excludeNodeIds,
     };
+    const turn = this.decided.then(() => this.decide(input.kind, req));
+    this.decided = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async decide(kind: PlacementKind, req: PlacementRequest): Promise<Placed> {
+    const { resources, count } = req;
     const views = await this.membership.views();
     const result = place(views, req, this.settings.policy, this.random);
     if (!result.ok) {
-      this.observer?.placement(input.kind, result.kind, false);
+      this.observer?.placement(kind, result.kind, false);
       throw new SchedulerError(
         result.kind,
         result.message,
@@ -120,7 +132,7 @@ export class Placements {
       expiresMs: now + this.settings.reservationTtlMs,
     };
     await this.store.putReservation(reservation);
-    this.observer?.placement(input.kind, 'placed', result.localityHit);
+    this.observer?.placement(kind, 'placed', result.localityHit);
     const node = views.find((v) => v.node.nodeId === result.nodeId)!.node;
     return {
       nodeId: node.nodeId,
