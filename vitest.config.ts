@@ -72,6 +72,17 @@ export default defineConfig({
       },
       {
         test: {
+          name: 'scheduler',
+          include: ['packages/scheduler/test/e2e/**/*.test.ts'],
+          // Real aenv-scheduler processes and redis-server on fixed loopback ports (192xx); the
+          // node-agent file also boots gVisor test nodes.
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],
           // The aenv CLI against a real aenv-server (the node fixture's port and home, like `node`).

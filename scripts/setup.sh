@@ -35,7 +35,7 @@ packages=(
   iproute2 iptables nftables kmod procps psmisc util-linux attr
   mmdebstrap debian-archive-keyring busybox-static
   python3 make g++ tmux curl ca-certificates
-  zstd docker-registry skopeo
+  zstd docker-registry skopeo redis-server
 )
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done
@@ -49,10 +49,17 @@ if [ ${#missing[@]} -gt 0 ] || ! runsc_ok; then
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing: ${missing[*]}"
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    # docker-registry is only for the OCI tests, which start their own on 127.0.0.1: no service on :5000.
-    if [[ " ${missing[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null; then
-      systemctl disable --now docker-registry >/dev/null 2>&1 || true
-    fi
+    # docker-registry and redis-server are for the tests and the local cluster, which start their
+    # own on 127.0.0.1: no system service on :5000 or :6379.
+    for svc in docker-registry redis-server; do
+      [[ " ${missing[*]} " == *" $svc "* ]] || continue
+      command -v systemctl >/dev/null && { systemctl disable --now "$svc" >/dev/null 2>&1 || true; }
+      # Without systemd, the package's init script may have started it.
+      if [ -x "/etc/init.d/$svc" ]; then
+        "/etc/init.d/$svc" stop >/dev/null 2>&1 || true
+        update-rc.d "$svc" disable >/dev/null 2>&1 || true
+      fi
+    done
   fi
   if ! runsc_ok; then
     log "installing runsc from ${codename}-backports"
