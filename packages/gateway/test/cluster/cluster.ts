@@ -2,7 +2,7 @@ import { mkdirSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ConnectScheduler } from '../../src/scheduler/connect.js';
 import { API_KEY, DOMAIN, HOME, startNode } from './nodes.js';
-import { eventually, spawnProc, startHealthy, type Proc } from './processes.js';
+import { eventually, removeCgroups, spawnProc, startHealthy, type Proc } from './processes.js';
 
 const SCHEDULER_BIN = fileURLToPath(new URL('../../../scheduler/bin/aenv-scheduler.js', import.meta.url));
 const GATEWAY_BIN = fileURLToPath(new URL('../../bin/aenv-gateway.js', import.meta.url));
@@ -232,5 +232,6 @@ export class TestCluster {
     await this.gateway?.stop();
     await this.scheduler?.stop();
     await this.redis?.stop();
+    removeCgroups('aenv-h9');
   }
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import { request } from 'node:https';
 
 /**
@@ -98,4 +98,35 @@ export async function startHealthy(
   });
   if (p.child.exitCode !== null) throw new Error(`${name} exited with ${p.child.exitCode}:\n${p.output()}`);
   return p;
+}
+
+/**
+ * Removes the (empty, once its nodes stopped) cgroups a node left under every controller:
+ * nodes create `aenv-<tag>` parents and keep them.
+ */
+export function removeCgroups(prefix: string): void {
+  const roots = ['/sys/fs/cgroup', ...readdirSync('/sys/fs/cgroup').map((c) => `/sys/fs/cgroup/${c}`)];
+  const remove = (dir: string) => {
+    let entries: import('node:fs').Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) if (e.isDirectory()) remove(`${dir}/${e.name}`);
+    try {
+      rmdirSync(dir);
+    } catch {
+      // still in use, or not a cgroup
+    }
+  };
+  for (const root of roots) {
+    let entries: string[];
+    try {
+      entries = readdirSync(root);
+    } catch {
+      continue;
+    }
+    for (const name of entries) if (name.startsWith(prefix)) remove(`${root}/${name}`);
+  }
 }

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeWildcardCerts, type TestCerts } from './certs.js';
 import { TestCluster } from './cluster.js';
 import { API_KEY, DOMAIN, startNode } from './nodes.js';
-import type { Proc } from './processes.js';
+import { removeCgroups, type Proc } from './processes.js';
 
 /** A loopback address of this suite's own, so the edge can have port 443 as E2B users expect. */
 const EDGE = '127.0.9.9';
@@ -88,6 +88,7 @@ describe('a stand-alone node with TLS', () => {
 
   afterAll(async () => {
     await node?.stop();
+    removeCgroups('aenv-h9');
     if (certs) rmSync(certs.dir, { recursive: true, force: true });
   });
 
