@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AdmissionQueue } from './admission/queue.js';
 import type { IdempotencyStore } from './admission/idempotency.js';
-import { GatewayError } from './errors.js';
+import { DomainError } from '@agentenv/common';
 import type { GatewayMetrics } from './metrics.js';
 import {
   PlacementRefused,
@@ -36,10 +36,10 @@ export async function ask<T>(work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (err) {
     if (err instanceof SchedulerUnavailable)
-      throw new GatewayError('unavailable', `the scheduler is unavailable: ${err.message}`, 2);
+      throw new DomainError('unavailable', `the scheduler is unavailable: ${err.message}`, 2);
     if (err instanceof PlacementRefused) {
-      const kind = err.reason === 'cluster_full' ? 'rate_limited' : 'unavailable';
-      throw new GatewayError(kind, err.message, err.retryAfterSecs);
+      const kind = err.reason === 'cluster_full' ? 'capacity' : 'unavailable';
+      throw new DomainError(kind, err.message, err.retryAfterSecs);
     }
     throw err;
   }
@@ -70,7 +70,7 @@ export function answerJson<T>(node: NodeRef, a: NodeAnswer): T {
   try {
     return JSON.parse(a.body.toString('utf8')) as T;
   } catch {
-    throw new GatewayError(
+    throw new DomainError(
       'bad_gateway',
       `node ${node.nodeId} answered ${a.status} with a body that is not JSON`,
     );

@@ -1,4 +1,4 @@
-import { GatewayError, errorBody } from './errors.js';
+import { DomainError, errorBody } from '@agentenv/common';
 import type { ClientRequest, ClientResponse } from './upstream/node-http.js';
 
 /** Control-call bodies are small; 1 MiB leaves room for big metadata/env maps (as the node). */
@@ -30,7 +30,7 @@ export async function readBody(req: ClientRequest, limit = BODY_LIMIT): Promise<
   let size = 0;
   for await (const c of req as AsyncIterable<Buffer>) {
     size += c.length;
-    if (size > limit) throw new GatewayError('invalid', `request body larger than ${limit} bytes`);
+    if (size > limit) throw new DomainError('invalid', `request body larger than ${limit} bytes`);
     chunks.push(c);
   }
   return Buffer.concat(chunks);
@@ -43,10 +43,10 @@ export function parseObject(body: Buffer): Record<string, unknown> {
   try {
     v = JSON.parse(body.toString('utf8'));
   } catch {
-    throw new GatewayError('invalid', 'request body is not valid JSON');
+    throw new DomainError('invalid', 'request body is not valid JSON');
   }
   if (!v || typeof v !== 'object' || Array.isArray(v))
-    throw new GatewayError('invalid', 'request body must be a JSON object');
+    throw new DomainError('invalid', 'request body must be a JSON object');
   return v as Record<string, unknown>;
 }
 

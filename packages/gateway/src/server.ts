@@ -1,8 +1,6 @@
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { checkApiKey } from '@agentenv/node/auth';
-import { createEdgeServer, type TlsFiles } from '@agentenv/node/listen-tls';
-import { routeRequest } from '@agentenv/node/routing';
+import { checkApiKey, createEdgeServer, routeRequest, type TlsFiles } from '@agentenv/common';
 import type { GatewayContext } from './context.js';
 import { queryOf, sendError, sendJson } from './http.js';
 import { handleEventStream, handleNode, handleNodes, handleSandboxEvents } from './handlers/cluster.js';

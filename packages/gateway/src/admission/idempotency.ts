@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 
 /** A finished answer kept for retries of the same create. */
 export interface StoredAnswer {
@@ -49,7 +49,7 @@ export class IdempotencyStore {
     const found = this.entries.get(key);
     if (found) {
       if (found.fingerprint !== print)
-        throw new GatewayError('conflict', `Idempotency-Key ${key} was used for a different request`);
+        throw new DomainError('conflict', `Idempotency-Key ${key} was used for a different request`);
       return found.answer;
     }
     const entry: Entry = { fingerprint: print, answer: work() };

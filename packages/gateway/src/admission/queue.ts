@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 
 export interface AdmissionOptions {
   /** Creates forwarded to nodes at once. */
@@ -13,7 +13,7 @@ export interface AdmissionOptions {
 
 interface Waiter {
   grant: (release: () => void) => void;
-  refuse: (err: GatewayError) => void;
+  refuse: (err: DomainError) => void;
   timer: NodeJS.Timeout;
 }
 
@@ -58,12 +58,8 @@ export class AdmissionQueue {
     });
   }
 
-  private refusal(why: string): GatewayError {
-    return new GatewayError(
-      'rate_limited',
-      `the cluster is busy: ${why}; retry later`,
-      this.o.retryAfterSecs,
-    );
+  private refusal(why: string): DomainError {
+    return new DomainError('capacity', `the cluster is busy: ${why}; retry later`, this.o.retryAfterSecs);
   }
 
   private grant(): () => void {

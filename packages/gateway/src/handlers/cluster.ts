@@ -1,5 +1,5 @@
 import { ask, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { sendJson } from '../http.js';
 import type { ClusterEvent } from '../scheduler/scheduler.js';
 import type { ClientResponse } from '../upstream/node-http.js';
@@ -16,7 +16,7 @@ export async function handleNodes(ctx: GatewayContext, res: ClientResponse): Pro
 
 export async function handleNode(ctx: GatewayContext, res: ClientResponse, nodeId: string): Promise<void> {
   const n = await ask(() => ctx.scheduler.getNode(nodeId));
-  if (!n) throw new GatewayError('not_found', `node ${nodeId} not found`);
+  if (!n) throw new DomainError('not_found', `node ${nodeId} not found`);
   sendJson(res, 200, n.info);
 }
 
@@ -28,7 +28,7 @@ export async function handleSandboxEvents(
 ): Promise<void> {
   const events = await ask(() => ctx.scheduler.sandboxEvents(sandboxId));
   if (events.length === 0 && !(await ask(() => ctx.scheduler.lookupNode(sandboxId))))
-    throw new GatewayError('not_found', `sandbox ${sandboxId} not found`);
+    throw new DomainError('not_found', `sandbox ${sandboxId} not found`);
   sendJson(res, 200, events);
 }
 

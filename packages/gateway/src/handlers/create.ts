@@ -1,6 +1,6 @@
 import { fingerprint, type StoredAnswer } from '../admission/idempotency.js';
 import { callNode, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { PlacementHint } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
@@ -33,9 +33,9 @@ export async function handleCreate(
   const raw = await readBody(req);
   const hint = createHint(parseObject(raw), cold);
   const key = req.headers['idempotency-key'];
-  if (Array.isArray(key)) throw new GatewayError('invalid', 'Idempotency-Key given more than once');
+  if (Array.isArray(key)) throw new DomainError('invalid', 'Idempotency-Key given more than once');
   if (key !== undefined && (key.length === 0 || key.length > 256))
-    throw new GatewayError('invalid', 'Idempotency-Key must be 1-256 characters');
+    throw new DomainError('invalid', 'Idempotency-Key must be 1-256 characters');
   const work = () => admitted(ctx, req, raw, hint);
   const path = (req.url ?? '/').split('?')[0]!;
   const answer = key

@@ -1,5 +1,5 @@
 import { answerJson, callNode, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
@@ -32,7 +32,7 @@ export async function handleFork(
   if (answer.status !== 201) return relay(res, answer);
   const results = answerJson<ForkResult[]>(parent, answer);
   if (!Array.isArray(results))
-    throw new GatewayError('bad_gateway', `node ${parent.nodeId} answered a fork with no list`);
+    throw new DomainError('bad_gateway', `node ${parent.nodeId} answered a fork with no list`);
   const spilled: Placed[] = results.some(refusedForRoom)
     ? await spill(ctx, req, parent, sandboxId, body, results)
     : results;
@@ -113,7 +113,7 @@ async function spill(
         if (answer.status !== 201) return { error: errorOf(answer) };
         return { sandbox: answerJson<{ sandboxID: string }>(node, answer), nodeId: node.nodeId };
       } catch (err) {
-        const status = err instanceof GatewayError ? err.kind : 'internal';
+        const status = err instanceof DomainError ? err.kind : 'internal';
         ctx.logger.info({ sandboxId, status }, 'fork spill: a child found no room elsewhere');
         return r;
       }

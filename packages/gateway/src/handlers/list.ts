@@ -1,5 +1,5 @@
 import { answerJson, ask, callNode, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { queryOf, sendJson } from '../http.js';
 import { mergedList, type NodePage } from '../list/fanout.js';
 import { comparator, decodeMergeToken, type Listed } from '../list/merge.js';
@@ -25,7 +25,7 @@ function orderOf(q: URLSearchParams): 'asc' | 'desc' {
   const o = q.get('order');
   if (o === null || o === 'desc') return 'desc';
   if (o === 'asc') return 'asc';
-  throw new GatewayError('invalid', 'order must be asc or desc');
+  throw new DomainError('invalid', 'order must be asc or desc');
 }
 
 /**
@@ -91,7 +91,7 @@ function limitOf(q: URLSearchParams): number {
   const s = q.get('limit');
   if (s === null) return 100;
   const n = Number(s);
-  if (!/^\d+$/.test(s) || n < 1 || n > 100) throw new GatewayError('invalid', 'limit must be 1-100');
+  if (!/^\d+$/.test(s) || n < 1 || n > 100) throw new DomainError('invalid', 'limit must be 1-100');
   return n;
 }
 
@@ -105,9 +105,9 @@ async function page(
   const qs = q.toString();
   const a = await callNode(ctx, node, req, { method: 'GET', path: qs ? `${path}?${qs}` : path });
   if (a.status >= 400 && a.status < 500) throw new NodeRefused(a);
-  if (a.status !== 200) throw new GatewayError('bad_gateway', `node ${node.nodeId} answered ${a.status}`);
+  if (a.status !== 200) throw new DomainError('bad_gateway', `node ${node.nodeId} answered ${a.status}`);
   const items = answerJson<Listed[]>(node, a);
-  if (!Array.isArray(items)) throw new GatewayError('bad_gateway', `node ${node.nodeId} listed no array`);
+  if (!Array.isArray(items)) throw new DomainError('bad_gateway', `node ${node.nodeId} listed no array`);
   const next = a.headers['x-next-token'];
   return { items, ...(typeof next === 'string' && next ? { next } : {}) };
 }

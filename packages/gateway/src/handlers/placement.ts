@@ -1,5 +1,5 @@
 import { answerJson, ask, isCapacityRefusal, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { PlacementRefused, type NodeRef, type PlacementHint } from '../scheduler/scheduler.js';
 import type { NodeAnswer } from '../upstream/node-http.js';
 
@@ -26,8 +26,8 @@ export async function placeAndSend(
     } catch (err) {
       ctx.metrics.placements.inc({ outcome: refusalOutcome(err) });
       // Nothing left but the nodes that just refused: the cluster is full for this request.
-      if (exclude.length > (hint.excludeNodes?.length ?? 0) && err instanceof GatewayError)
-        throw new GatewayError('rate_limited', `no node has room: ${err.message}`, retryAfter);
+      if (exclude.length > (hint.excludeNodes?.length ?? 0) && err instanceof DomainError)
+        throw new DomainError('capacity', `no node has room: ${err.message}`, retryAfter);
       throw err;
     }
     const { node, reservationId } = placement;
@@ -36,7 +36,7 @@ export async function placeAndSend(
       answer = await send(node);
     } catch (err) {
       void release(ctx, reservationId);
-      if (err instanceof GatewayError && err.kind === 'bad_gateway') {
+      if (err instanceof DomainError && err.kind === 'bad_gateway') {
         ctx.metrics.placements.inc({ outcome: 'node_unreachable' });
         ctx.logger.warn(
           { node: node.nodeId, err: err.message },
@@ -64,12 +64,12 @@ export async function placeAndSend(
     ctx.metrics.placements.inc({ outcome: 'refused_by_node' });
     return { node, answer };
   }
-  throw new GatewayError('rate_limited', `${MAX_ATTEMPTS} nodes tried were full; retry later`, retryAfter);
+  throw new DomainError('capacity', `${MAX_ATTEMPTS} nodes tried were full; retry later`, retryAfter);
 }
 
 function refusalOutcome(err: unknown): string {
-  if (err instanceof GatewayError && err.kind === 'rate_limited') return 'cluster_full';
-  if (err instanceof GatewayError && err.kind === 'unavailable') return 'unavailable';
+  if (err instanceof DomainError && err.kind === 'capacity') return 'cluster_full';
+  if (err instanceof DomainError && err.kind === 'unavailable') return 'unavailable';
   return err instanceof PlacementRefused ? err.reason : 'error';
 }
 

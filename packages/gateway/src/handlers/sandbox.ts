@@ -1,5 +1,5 @@
 import { ask, callNode, isCapacityRefusal, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { readBody, sendJson } from '../http.js';
 import type { Binding, NodeRef } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
@@ -8,15 +8,15 @@ import { placeAndSend } from './placement.js';
 /** The node a sandbox lives on, or the client's 404 (410 for one lost with its node). */
 export async function bindingOf(ctx: GatewayContext, sandboxId: string): Promise<Binding> {
   const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
-  if (!b) throw new GatewayError('not_found', `sandbox ${sandboxId} not found`);
+  if (!b) throw new DomainError('not_found', `sandbox ${sandboxId} not found`);
   return b;
 }
 
 /** 410 for a sandbox lost with its node, with the reason the scheduler recorded. */
-export async function lostError(ctx: GatewayContext, sandboxId: string, b: Binding): Promise<GatewayError> {
+export async function lostError(ctx: GatewayContext, sandboxId: string, b: Binding): Promise<DomainError> {
   const events = await ctx.scheduler.sandboxEvents(sandboxId).catch(() => []);
   const lost = events.filter((e) => e.type === 'lost').at(-1);
-  return new GatewayError(
+  return new DomainError(
     'gone',
     `sandbox ${sandboxId} was lost: ${lost?.reason || `node failure (node ${b.node.nodeId})`}`,
   );
@@ -67,19 +67,19 @@ export async function handleResume(
   const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
   const exclude: string[] = [];
   // Why the sandbox's own node did not do it, answered if no other node can either.
-  let own: GatewayError | undefined;
+  let own: DomainError | undefined;
   if (b) {
     // A draining node still serves what runs on it; what is paused there moves.
     const usable = b.node.status === 'ready' || (b.node.status === 'draining' && b.state !== 'paused');
     if (usable) {
       const answer = await send(b.node).catch((err: unknown) => {
-        if (err instanceof GatewayError && err.kind === 'bad_gateway') return err;
+        if (err instanceof DomainError && err.kind === 'bad_gateway') return err;
         throw err;
       });
-      if (answer instanceof GatewayError) own = answer;
+      if (answer instanceof DomainError) own = answer;
       else if (!(isCapacityRefusal(answer) && b.state === 'paused')) return relay(res, answer);
     } else
-      own = new GatewayError(
+      own = new DomainError(
         'bad_gateway',
         `node ${b.node.nodeId} of sandbox ${sandboxId} is ${b.node.status}`,
       );

@@ -1,5 +1,5 @@
 import { answerJson, callNode, type GatewayContext } from '../context.js';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import { readBody } from '../http.js';
 import type { ControlRoute } from '../routing/classify.js';
 import type { NodeRef } from '../scheduler/scheduler.js';
@@ -16,7 +16,7 @@ async function someNode(ctx: GatewayContext, preferred?: string): Promise<NodeRe
   if (pick) return pick;
   const ready = nodes.filter((n) => n.status === 'ready');
   const pool = ready.length ? ready : nodes;
-  if (!pool.length) throw new GatewayError('unavailable', 'no healthy node in the cluster', 5);
+  if (!pool.length) throw new DomainError('unavailable', 'no healthy node in the cluster', 5);
   return pool[turn++ % pool.length]!;
 }
 

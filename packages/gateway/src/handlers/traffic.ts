@@ -1,8 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { SandboxRoute } from '@agentenv/node/routing';
 import { ask, type GatewayContext } from '../context.js';
-import { GatewayError, errorBody } from '../errors.js';
+import { DomainError, errorBody, type SandboxRoute } from '@agentenv/common';
 import { sendJson } from '../http.js';
 import type { Binding } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
@@ -56,7 +55,7 @@ export async function handleTrafficUpgrade(
   socket.on('error', () => socket.destroy());
   try {
     const b = await bindingFor(ctx, route);
-    if (!b) throw new GatewayError('bad_gateway', `sandbox ${route.sandboxId} was not found`);
+    if (!b) throw new DomainError('bad_gateway', `sandbox ${route.sandboxId} was not found`);
     const extra = routingHeaders(req, route);
     await ctx.nodes.upgrade(b.node, req, socket, head, {
       tls: ctx.tls,

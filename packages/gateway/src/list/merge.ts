@@ -1,4 +1,4 @@
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 
 /** One listed item as a node returns it; only the sort key and the id are read here. */
 export type Listed = Record<string, unknown>;
@@ -32,7 +32,7 @@ export function decodeMergeToken(token: string | undefined): MergePosition | und
   } catch {
     // fall through
   }
-  throw new GatewayError('invalid', 'invalid nextToken');
+  throw new DomainError('invalid', 'invalid nextToken');
 }
 
 function isCursor(c: unknown): c is NodeCursor {

@@ -7,7 +7,7 @@ import {
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import { GatewayError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { requestHeaders } from './headers.js';
 
@@ -135,7 +135,7 @@ export class NodeHttp {
         if (res.headersSent) {
           res.destroy();
           resolve();
-        } else reject(err instanceof GatewayError ? err : upstreamError(node, err));
+        } else reject(err instanceof DomainError ? err : upstreamError(node, err));
       });
       req.pipe(up);
     });
@@ -196,12 +196,12 @@ export class NodeHttp {
   }
 }
 
-function upstreamError(node: NodeRef, err: Error): GatewayError {
-  if (err instanceof GatewayError) return err;
+function upstreamError(node: NodeRef, err: Error): DomainError {
+  if (err instanceof DomainError) return err;
   const code = (err as NodeJS.ErrnoException).code ?? err.message;
-  return new GatewayError('bad_gateway', `node ${node.nodeId} (${node.url}) is unreachable: ${code}`);
+  return new DomainError('bad_gateway', `node ${node.nodeId} (${node.url}) is unreachable: ${code}`);
 }
 
-function timeoutError(node: NodeRef, ms: number): GatewayError {
-  return new GatewayError('timeout', `node ${node.nodeId} did not answer within ${Math.round(ms / 1000)} s`);
+function timeoutError(node: NodeRef, ms: number): DomainError {
+  return new DomainError('timeout', `node ${node.nodeId} did not answer within ${Math.round(ms / 1000)} s`);
 }

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import { request } from 'node:https';
+import { eventually as retry } from '@agentenv/test-support';
 
 /**
  * Real processes for the cluster tests: a node, the scheduler, the gateway, redis-server. Each
@@ -45,20 +46,21 @@ export function spawnProc(name: string, cmd: string, args: string[], env: Record
   };
 }
 
-/** Polls `check` until it holds, or fails after `timeoutMs` with what `describe` says. */
-export async function eventually<T>(
+/** Polls `check` until it gives something truthy, or fails after `timeoutMs` saying `describe()`. */
+export function eventually<T>(
   check: () => Promise<T | undefined | false>,
   timeoutMs: number,
   describe: () => string,
   everyMs = 100,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${describe()}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
+  return retry(
+    async () => {
+      const v = await check();
+      if (!v) throw new Error(`not within ${timeoutMs} ms: ${describe()}`);
+      return v;
+    },
+    { timeoutMs, intervalMs: everyMs },
+  );
 }
 
 /** A GET's status over HTTP or HTTPS (trusting `ca`, asking for `servername`), or 0 if no answer. */

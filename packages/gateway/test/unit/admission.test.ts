@@ -29,7 +29,7 @@ describe('admission queue', () => {
     const q = queue(1, 1);
     await q.acquire();
     void q.acquire().catch(() => undefined);
-    await expect(q.acquire()).rejects.toMatchObject({ kind: 'rate_limited', retryAfter: 3 });
+    await expect(q.acquire()).rejects.toMatchObject({ kind: 'capacity', retryAfter: 3 });
   });
 
   it('refuses a create that waited too long, and forgets it', async () => {
@@ -37,7 +37,7 @@ describe('admission queue', () => {
     const release = await q.acquire();
     const late = q.acquire();
     vi.advanceTimersByTime(1000);
-    await expect(late).rejects.toMatchObject({ kind: 'rate_limited' });
+    await expect(late).rejects.toMatchObject({ kind: 'capacity' });
     expect(q.depth).toBe(0);
     release();
     expect(q.active).toBe(0);

@@ -1,8 +1,7 @@
-import { ApiError } from '@agentenv/node/errors';
 import { describe, expect, it } from 'vitest';
 import { loadGatewayConfig, parseAddr } from '../../src/config.js';
 import { ask } from '../../src/context.js';
-import { GatewayError, errorBody } from '../../src/errors.js';
+import { DomainError, checkApiKey, errorBody } from '@agentenv/common';
 import { PlacementRefused, SchedulerUnavailable } from '../../src/scheduler/scheduler.js';
 
 describe('gateway errors', () => {
@@ -11,18 +10,24 @@ describe('gateway errors', () => {
     ['bad_gateway', 502],
     ['timeout', 504],
     ['unavailable', 503],
-    ['rate_limited', 429],
+    ['capacity', 429],
     ['gone', 410],
   ] as const)('%s → %i with {code, message}', (kind, status) => {
-    expect(errorBody(new GatewayError(kind, 'why', 7))).toEqual({
+    expect(errorBody(new DomainError(kind, 'why', 7))).toEqual({
       status,
       body: { code: status, message: 'why' },
       retryAfter: 7,
     });
   });
 
-  it('maps the shared API-key refusal as the node does', () => {
-    expect(errorBody(new ApiError('unauthorized', 'invalid API key')).status).toBe(401);
+  it('refuses a key with 401 through the check the node uses', () => {
+    let err: unknown;
+    try {
+      checkApiKey({ 'x-api-key': 'wrong' }, ['X-API-Key', 'wrong'], 'e2b_right');
+    } catch (e) {
+      err = e;
+    }
+    expect(errorBody(err)).toEqual({ status: 401, body: { code: 401, message: 'invalid API key' } });
   });
 
   it('hides unexpected errors as 500', () => {
@@ -39,7 +44,7 @@ describe('gateway errors', () => {
     });
     await expect(
       ask(() => Promise.reject(new PlacementRefused('cluster_full', 'all full', 4))),
-    ).rejects.toMatchObject({ kind: 'rate_limited', retryAfter: 4 });
+    ).rejects.toMatchObject({ kind: 'capacity', retryAfter: 4 });
     await expect(
       ask(() => Promise.reject(new PlacementRefused('no_healthy_node', 'none', 2))),
     ).rejects.toMatchObject({ kind: 'unavailable' });

@@ -1,7 +1,7 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { GatewayContext } from '../../src/context.js';
-import { GatewayError } from '../../src/errors.js';
+import { DomainError } from '@agentenv/common';
 import { placeAndSend } from '../../src/handlers/placement.js';
 import { GatewayMetrics } from '../../src/metrics.js';
 import {
@@ -57,7 +57,7 @@ describe('placement of a create', () => {
     const { ctx, log } = scheduler(['a', 'b', 'c']);
     const r = await placeAndSend(ctx, {}, async (n) => {
       if (n.nodeId === 'a') return answer(429, { code: 429 }, { 'retry-after': '5' });
-      if (n.nodeId === 'b') throw new GatewayError('bad_gateway', 'node b is unreachable');
+      if (n.nodeId === 'b') throw new DomainError('bad_gateway', 'node b is unreachable');
       return answer(201, { sandboxID: 's2' });
     });
     expect(r.node.nodeId).toBe('c');
@@ -74,7 +74,7 @@ describe('placement of a create', () => {
   it('answers 429 with the nodes Retry-After when every node tried was full, never a 5xx', async () => {
     const { ctx } = scheduler(['a', 'b']);
     const full = placeAndSend(ctx, {}, async () => answer(503, { code: 503 }, { 'retry-after': '7' }));
-    await expect(full).rejects.toMatchObject({ kind: 'rate_limited', retryAfter: 7 });
+    await expect(full).rejects.toMatchObject({ kind: 'capacity', retryAfter: 7 });
   });
 
   it("passes the node's other refusals to the client unchanged", async () => {
@@ -95,7 +95,7 @@ describe('placement of a create', () => {
   it('does not retry a node timeout (the node may still be starting the sandbox)', async () => {
     const { ctx, log } = scheduler(['a', 'b']);
     const slow = placeAndSend(ctx, {}, async () => {
-      throw new GatewayError('timeout', 'node a did not answer');
+      throw new DomainError('timeout', 'node a did not answer');
     });
     await expect(slow).rejects.toMatchObject({ kind: 'timeout' });
     expect(log).toEqual(['schedule exclude=', 'release r-a']);
