@@ -9,8 +9,9 @@ const MAX_ATTEMPTS = 3;
 /**
  * Places work that starts a sandbox (create, resume elsewhere, a fork child's spill): asks the
  * scheduler for a node, sends the work there and records the sandbox's node. A node that is full
- * or unreachable before it answered is left out and the next placement tried; any other answer
- * (a 400, a 404) is the client's. When every node tried was full the answer is 429, never a 5xx.
+ * or unreachable before it answered, or that failed to start the sandbox, is left out and the
+ * next placement tried; any other answer (a 400, a 404) is the client's. When every node tried
+ * was full or failed the answer is 429 with Retry-After, never a 5xx.
  */
 export async function placeAndSend(
   ctx: GatewayContext,
@@ -55,8 +56,12 @@ export async function placeAndSend(
       return { node, answer };
     }
     void release(ctx, reservationId);
-    if (isCapacityRefusal(answer)) {
-      ctx.metrics.placements.inc({ outcome: 'node_full' });
+    // Full, or failed to start it (an overloaded node's restore timing out): no sandbox was
+    // made, so another node may try.
+    if (isCapacityRefusal(answer) || answer.status >= 500) {
+      ctx.metrics.placements.inc({
+        outcome: answer.status >= 500 && answer.status !== 503 ? 'node_failed' : 'node_full',
+      });
       retryAfter = Number(answer.headers['retry-after']) || retryAfter;
       exclude.push(node.nodeId);
       continue;
@@ -64,7 +69,7 @@ export async function placeAndSend(
     ctx.metrics.placements.inc({ outcome: 'refused_by_node' });
     return { node, answer };
   }
-  throw new DomainError('capacity', `${MAX_ATTEMPTS} nodes tried were full; retry later`, retryAfter);
+  throw new DomainError('capacity', `${MAX_ATTEMPTS} nodes tried had no room; retry later`, retryAfter);
 }
 
 function refusalOutcome(err: unknown): string {

@@ -93,7 +93,11 @@ function unreachable(err: unknown): boolean {
 }
 
 /** Connect failures as the gateway's scheduler errors. */
-function mapped(err: unknown, rpc: string): Error {
+export function mapped(err: unknown, rpc: string): Error {
+  // A placement the scheduler could not decide in time (it is swamped, as in a burst) is a busy
+  // cluster to retry, not a failure; a scheduler that cannot be reached at all is down (503).
+  if (rpc === 'Schedule' && err instanceof ConnectError && err.code === Code.DeadlineExceeded)
+    return new PlacementRefused('cluster_full', 'the scheduler is busy placing other sandboxes', 2);
   if (unreachable(err) || !(err instanceof ConnectError))
     return new SchedulerUnavailable(`${rpc}: ${(err as Error).message}`);
   if (err.code === Code.ResourceExhausted) {

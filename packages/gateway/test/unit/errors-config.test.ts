@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { loadGatewayConfig, parseAddr } from '../../src/config.js';
 import { ask } from '../../src/context.js';
 import { DomainError, checkApiKey, errorBody } from '@agentenv/common';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { mapped } from '../../src/scheduler/connect.js';
 import { PlacementRefused, SchedulerUnavailable } from '../../src/scheduler/scheduler.js';
 
 describe('gateway errors', () => {
@@ -48,6 +50,31 @@ describe('gateway errors', () => {
     await expect(
       ask(() => Promise.reject(new PlacementRefused('no_healthy_node', 'none', 2))),
     ).rejects.toMatchObject({ kind: 'unavailable' });
+  });
+});
+
+describe('scheduler call failures', () => {
+  it('are 503 when the scheduler cannot be reached, 429 when a placement is not decided in time', () => {
+    const refused = new ConnectError(
+      'connect ECONNREFUSED',
+      Code.Unavailable,
+      undefined,
+      undefined,
+      Object.assign(new Error('x'), { code: 'ECONNREFUSED' }),
+    );
+    expect(mapped(refused, 'Schedule')).toBeInstanceOf(SchedulerUnavailable);
+    expect(mapped(new ConnectError('timed out', Code.DeadlineExceeded), 'Schedule')).toMatchObject({
+      reason: 'cluster_full',
+    });
+    expect(mapped(new ConnectError('timed out', Code.DeadlineExceeded), 'LookupNode')).toBeInstanceOf(
+      SchedulerUnavailable,
+    );
+    expect(mapped(new ConnectError('no node has room', Code.ResourceExhausted), 'Schedule')).toMatchObject({
+      reason: 'cluster_full',
+    });
+    expect(mapped(new ConnectError('no healthy node', Code.Unavailable), 'Schedule')).toMatchObject({
+      reason: 'no_healthy_node',
+    });
   });
 });
 

@@ -77,6 +77,16 @@ describe('placement of a create', () => {
     await expect(full).rejects.toMatchObject({ kind: 'capacity', retryAfter: 7 });
   });
 
+  it('tries another node when one failed to start the sandbox', async () => {
+    const { ctx } = scheduler(['a', 'b']);
+    const r = await placeAndSend(ctx, {}, async (n) =>
+      n.nodeId === 'a'
+        ? answer(500, { code: 500, message: 'envd did not answer' })
+        : answer(201, { sandboxID: 's3' }),
+    );
+    expect(r.node.nodeId).toBe('b');
+  });
+
   it("passes the node's other refusals to the client unchanged", async () => {
     const { ctx, log } = scheduler(['a', 'b']);
     const r = await placeAndSend(ctx, {}, async () => answer(404, { code: 404, message: 'no template' }));
