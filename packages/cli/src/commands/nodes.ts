@@ -39,7 +39,8 @@ export const NODE_COLUMNS: Column<NodeInfo>[] = [
 export function registerNodeCommands(program: Command): void {
   const nodes = program
     .command('nodes')
-    .description('the nodes of a cluster (through its gateway) or the node itself');
+    .description('the nodes of a cluster (through its gateway) or the node itself')
+    .addHelpText('after', '\nExamples:\n  aenv nodes ls\n  aenv nodes ls -o json');
   nodes
     .command('ls')
     .alias('list')
