@@ -165,7 +165,7 @@ async function main(): Promise<void> {
     .prepare()
     .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
 
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
       `AgentENV node ${version} listening on ${url} (home ${home})`,

@@ -70,6 +70,8 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
   if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
   if (env.AENV_API_KEY) set(['apiKey'], env.AENV_API_KEY);
+  if (env.AENV_TLS_CERT) set(['tlsCert'], env.AENV_TLS_CERT);
+  if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
   if (env.AENV_VIRTUALIZATION_MODE) set(['runtime', 'virtualizationMode'], env.AENV_VIRTUALIZATION_MODE);
   if (env.AENV_SANDBOX_PROXY_DOMAINS) {
@@ -128,6 +130,7 @@ export function loadConfig(env: Env = process.env): NodeConfig {
   config.snapshot.localCachePath ||= path.join(config.homePath, 'snapshot-cache');
   config.backend.posixFs.snapshotStore ||= path.join(config.homePath, 'snapshot-store');
   parseListenAddress(config.apiAddr);
+  if (!config.tlsCert !== !config.tlsKey) throw new ConfigError('tls_cert and tls_key are set together');
   return config;
 }
 

@@ -11,6 +11,9 @@ export const NodeConfigSchema = Type.Object({
   homePath: Type.String({ minLength: 1 }),
   runtimePath: Type.String({ minLength: 1 }),
   apiKey: Type.Optional(Type.String({ minLength: 8 })),
+  /** PEM certificate (chain) and key: the API and sandbox proxy listen with TLS (HTTP/2 by ALPN). */
+  tlsCert: Type.Optional(Type.String({ minLength: 1 })),
+  tlsKey: Type.Optional(Type.String({ minLength: 1 })),
   runtime: Type.Object({
     driver: Type.Union([Type.Literal('gvisor'), Type.Literal('firecracker')]),
     virtualizationMode: Type.Union([Type.Literal('kvm'), Type.Literal('pvm')]),
