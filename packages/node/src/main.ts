@@ -3,6 +3,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { buildApp } from './api/app.js';
+import { clusterAgent, SandboxEventLog } from './cluster/index.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
 import { NodeMetrics } from './metrics/node-metrics.js';
 import { NetworkManager } from './network/manager.js';
@@ -105,6 +106,7 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const events = new SandboxEventLog(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -117,13 +119,35 @@ async function main(): Promise<void> {
     logger,
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
-    observer: metrics,
+    observer: events.observing(metrics),
     pool,
   });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));
+  const agent = config.cluster.schedulerUrl
+    ? clusterAgent({
+        schedulerUrl: config.cluster.schedulerUrl,
+        apiKey,
+        nodeId: config.nodeIdentity.nodeId,
+        clusterId: config.nodeIdentity.clusterId,
+        advertiseUrl: config.cluster.advertiseUrl ?? `http://${config.apiAddr}`,
+        version,
+        limits: config.orchestrator,
+        records: () => orchestrator.list(),
+        cache: snapshotCache,
+        repository: snapshotStore,
+        events,
+        logger,
+      })
+    : undefined;
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+  for (const sandboxId of recovered.lost)
+    events.record({
+      type: 'lost',
+      sandboxId,
+      reason: 'node failure: the node restarted while the sandbox ran',
+    });
 
   const app = await buildApp({
     config,
@@ -133,12 +157,14 @@ async function main(): Promise<void> {
     templates: { built, files: buildFiles, cold },
     proxy,
     metrics,
+    events,
     logger,
     version,
   });
   await app.listen({ host, port });
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
+  agent?.start();
   void templates
     .prepare()
     .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
@@ -159,7 +185,10 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
+    // Drained first, so the cluster stops placing here while the sandboxes are paused.
+    await agent?.drain();
     await orchestrator.shutdown();
+    await agent?.stop();
     await templates.close();
     await app.close();
     proxy.close();

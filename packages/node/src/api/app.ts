@@ -11,6 +11,7 @@ import { routeRequest } from '../proxy/route.js';
 import type { SandboxProxy } from '../proxy/proxy.js';
 import { checkApiKey } from './auth.js';
 import { errorHandler } from './errors.js';
+import { eventRoutes } from './routes/events.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import { systemRoutes } from './routes/system.js';
@@ -19,6 +20,7 @@ import type { SnapshotCatalog } from '../orchestrator/seams.js';
 import type { BuiltTemplates } from '../templates/built.js';
 import type { BuildFiles } from '../templates/builds/files.js';
 import type { ColdImages } from '../templates/cold.js';
+import type { SandboxEventLog } from '../cluster/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -28,6 +30,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles; cold: ColdImages };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  events: SandboxEventLog;
   logger: Logger;
   version: string;
 }
@@ -112,6 +115,7 @@ export async function buildApp(
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
   });
+  await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
     snapshots: deps.snapshots,

@@ -128,11 +128,13 @@ describe('a node in a cluster', () => {
     // Resumed on node B from the shared repository; B's roster rebinds it.
     expect((await call(B, 'POST', `/sandboxes/${id}/connect`, { timeout: 600 })).status).toBe(201);
     await waitFor(
-      async () => (await c.lookupNode({ sandboxId: id })).node?.nodeId === 'h2-node-b',
+      async () => {
+        const l = await c.lookupNode({ sandboxId: id });
+        return l.node?.nodeId === 'h2-node-b' && l.sandbox?.state === SandboxState.RUNNING;
+      },
       10_000,
-      () => 'the sandbox was never bound to node B',
+      () => 'the sandbox was never bound to node B as running',
     );
-    expect((await c.lookupNode({ sandboxId: id })).sandbox?.state).toBe(SandboxState.RUNNING);
     const events = (await c.listSandboxEvents({ sandboxId: id })).events;
     expect(events.map((e) => [SandboxEventType[e.type], e.nodeId])).toEqual([
       ['CREATED', 'h2-node-a'],

@@ -1,7 +1,7 @@
 import { request, type OutgoingHttpHeaders } from 'node:http';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { NodeStatus, PlacementKind, SandboxEventType, SandboxState } from '@agentenv/protocol/scheduler';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSchedulerClient } from '../../src/client.js';
 import {
   CLUSTER_KEY,
@@ -158,8 +158,8 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
   afterAll(async () => {
     await redis?.stop();
   });
-  afterEach(async () => {
-    // Each test starts from an empty Redis.
+  beforeEach(async () => {
+    // Each test starts from an empty Redis (the previous test's processes are stopped by now).
     const r = await fetchRedis();
     await r.flushall();
     r.disconnect();
