@@ -98,8 +98,18 @@ export class Membership {
     await this.store.deleteBindings(changes.remove, hb.nodeId);
     if (previous?.chunkDigest !== record.chunkDigest) await this.store.putChunkKeys(hb.nodeId, chunkKeys);
     await this.store.putNode(record, hb.roster);
+    await this.endReported(hb.nodeId, hb.roster);
     const drains = await this.store.drains();
     return { status: nodeStatus(record, drains.get(hb.nodeId), now, this.settings.heartbeatIntervalMs) };
+  }
+
+  /** Assigned reservations whose sandboxes the node's load now counts. */
+  private async endReported(nodeId: string, roster: readonly RosterEntry[]): Promise<void> {
+    const listed = new Set(roster.map((e) => e.sandboxId));
+    for (const r of await this.store.listReservations()) {
+      if (r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)))
+        await this.store.takeReservation(r.id);
+    }
   }
 
   /** Drain: no more placements on the node's current boot. */

@@ -169,7 +169,7 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
   for (const store of ['memory', 'redis'] as const) {
     it(`a burst of placements spreads evenly over idle nodes (${store} store)`, async () => {
       const s = await scheduler(PORTS.a, store === 'redis' ? redis.url : 'memory');
-      await nodes(s, ['n1', 'n2', 'n3']);
+      const fleet = await nodes(s, ['n1', 'n2', 'n3']);
       const c = client(s);
       const placed = await Promise.all(
         Array.from({ length: 30 }, () => c.schedule({ kind: PlacementKind.CREATE })),
@@ -187,14 +187,18 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       expect(refused[0]).toMatchObject({ code: Code.ResourceExhausted });
       expect(refused[0]!.metadata.get('retry-after')).toBe('1');
 
-      // Assignment releases a reservation and binds the sandbox.
+      // An assignment binds the sandbox; its room is free once the node's roster lists it.
+      const first = placed[0]!.node!.nodeId;
       await c.recordAssignment({
         reservationId: placed[0]!.reservationId,
-        nodeId: placed[0]!.node!.nodeId,
+        nodeId: first,
         sandboxIds: ['sbx-x'],
       });
-      await expect(c.schedule({})).resolves.toMatchObject({ node: { nodeId: placed[0]!.node!.nodeId } });
-      expect((await c.lookupNode({ sandboxId: 'sbx-x' })).node?.nodeId).toBe(placed[0]!.node!.nodeId);
+      expect((await c.lookupNode({ sandboxId: 'sbx-x' })).node?.nodeId).toBe(first);
+      const node = fleet.find((n) => n.nodeId === first)!;
+      node.roster = [running('sbx-x')];
+      await node.beat();
+      await expect(c.schedule({})).resolves.toMatchObject({ node: { nodeId: first } });
 
       // 30 + 18 + 1 placed; 48 still reserved (one was assigned).
       const metrics = await (await fetch(`${s.url}/metrics`)).text();
