@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from './clock.js';
-import { invalid, notFound, SchedulerError } from './errors.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
 import { nodeStatus } from './health.js';
 import {
   NO_RESERVATION,
@@ -66,7 +66,7 @@ export class Membership {
   async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     checkHeartbeat(hb);
     if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
-      throw new SchedulerError(
+      throw new DomainError(
         'unauthorized',
         `node ${hb.nodeId} is not in this scheduler's list of expected nodes`,
       );

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.js';
-import { invalid, notFound, SchedulerError } from './errors.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
 import { nodeStatus } from './health.js';
 import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
@@ -118,7 +118,7 @@ export class Placements {
     const result = place(views, req, this.settings.policy, this.random);
     if (!result.ok) {
       this.observer?.placement(kind, result.kind, false);
-      throw new SchedulerError(
+      throw new DomainError(
         result.kind,
         result.message,
         result.kind === 'capacity' ? RETRY_AFTER_SECS : undefined,

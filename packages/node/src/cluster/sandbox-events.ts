@@ -1,4 +1,4 @@
-import type { LifecycleEvent, LifecycleObserver } from '../orchestrator/observer.js';
+import type { LifecycleEvent, LifecycleObserver } from '../orchestrator/index.js';
 
 /** One lifecycle event as the node keeps it and `GET /sandboxes/{id}/events` returns it. */
 export interface SandboxEvent {

@@ -3,16 +3,16 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { NodeStatus, PlacementKind, SandboxEventType, SandboxState } from '@agentenv/protocol/scheduler';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSchedulerClient } from '../../src/client.js';
+import { eventually } from '@agentenv/test-support';
 import {
   CLUSTER_KEY,
   FakeNode,
   redisMissing,
   startRedis,
   startSchedulerProcess,
-  waitFor,
   type RedisProcess,
   type SchedulerProcess,
-} from '../fixtures/index.js';
+} from '@agentenv/test-support/cluster';
 
 // Ports of helper range 192xx: redis 19201, schedulers 19210–19219.
 const REDIS_PORT = 19201;
@@ -233,31 +233,22 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     })().catch(() => undefined);
 
     dead!.stop();
-    await waitFor(
-      async () => (await c.getNode({ nodeId: 'n3' })).node?.status === NodeStatus.UNHEALTHY,
-      10_000,
-      () => 'node n3 never became unhealthy',
+    await eventually(async () =>
+      expect((await c.getNode({ nodeId: 'n3' })).node?.status).toBe(NodeStatus.UNHEALTHY),
     );
     for (let i = 0; i < 10; i++) {
       const p = await c.schedule({});
       expect(p.node?.nodeId).not.toBe('n3');
       await c.releaseReservation({ reservationId: p.reservationId });
     }
-    await waitFor(
-      async () => (await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state === SandboxState.LOST,
-      10_000,
-      () => 'sbx-run was never reported lost',
+    await eventually(async () =>
+      expect((await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state).toBe(SandboxState.LOST),
     );
     const events = await c.listSandboxEvents({ sandboxId: 'sbx-run' });
     expect(events.events).toHaveLength(1);
     expect(events.events[0]).toMatchObject({ type: SandboxEventType.LOST, nodeId: 'n3' });
     expect(events.events[0]!.reason).toMatch(/^node failure: node n3 stopped heartbeating/);
-    await waitFor(
-      async () => streamed.length > 0,
-      5000,
-      () => 'the watch stream got nothing',
-    );
-    expect(streamed).toEqual([`sbx-run:LOST:${events.events[0]!.reason}`]);
+    await eventually(() => expect(streamed).toEqual([`sbx-run:LOST:${events.events[0]!.reason}`]));
     ac.abort();
     await watching;
 
@@ -333,16 +324,12 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       }
     })().catch(() => undefined);
     // The subscription is in place once an event reported after it arrives; report until then.
-    await waitFor(
-      async () => {
-        await ca.reportSandboxEvent({
-          events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.CREATED }],
-        });
-        return got.length > 0;
-      },
-      5000,
-      () => 'replica B never streamed an event reported to A',
-    );
+    await eventually(async () => {
+      await ca.reportSandboxEvent({
+        events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.CREATED }],
+      });
+      expect(got).not.toHaveLength(0);
+    });
     await ca.reportSandboxEvent({
       events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.PAUSED, reason: 'ttl' }],
     });

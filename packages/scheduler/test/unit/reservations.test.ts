@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SchedulerError } from '../../src/errors.js';
+import { DomainError } from '@agentenv/common';
 import { Membership } from '../../src/membership.js';
 import { Placements, type ScheduleInput } from '../../src/placements.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -42,7 +42,7 @@ describe('reservations', () => {
     const { placements, outcomes } = await cluster(['a', 'b']);
     for (let i = 0; i < 8; i++) await placements.schedule(create());
     const err = await placements.schedule(create()).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(SchedulerError);
+    expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({ kind: 'capacity', retryAfter: 1 });
     expect((err as Error).message).toMatch(/starts in flight/);
     expect(outcomes.filter((o) => o === 'capacity')).toHaveLength(1);

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { SandboxEventLog } from '../../cluster/index.js';
-import { notFound } from '../../errors.js';
+import { notFound } from '@agentenv/common';
 import { SandboxParams } from '../schemas.js';
 
 export interface EventRoutesOptions {
