@@ -8,10 +8,17 @@ import { checkApiKey } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
-import { routeRequest, type SandboxProxy } from '../proxy/index.js';
+import { routeRequest, signedFilesRoute, type SandboxProxy, type SandboxRoute } from '../proxy/index.js';
 import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
-import { eventRoutes, sandboxRoutes, snapshotRoutes, systemRoutes, templateRoutes } from './routes/index.js';
+import {
+  eventRoutes,
+  sandboxRoutes,
+  snapshotRoutes,
+  systemRoutes,
+  templateRoutes,
+  type SandboxRoutesOptions,
+} from './routes/index.js';
 import type { SandboxEventLog } from '../cluster/index.js';
 
 export interface AppDeps {
@@ -23,6 +30,7 @@ export interface AppDeps {
   proxy: SandboxProxy;
   metrics: NodeMetrics;
   events: SandboxEventLog;
+  usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
 }
@@ -41,10 +49,14 @@ export async function buildApp(
   deps: AppDeps,
 ): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
   const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.handle(route, req, res);
+      const route = sandboxRoute(req);
+      if (route === 'no-match') sendUnsigned(res);
+      else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -106,6 +118,7 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+    usage: deps.usage,
   });
   await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
@@ -123,4 +136,11 @@ export async function buildApp(
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/** A signed /files URL that no sandbox's token produced: what envd answers for a forged one. */
+function sendUnsigned(res: ServerResponse): void {
+  const body = JSON.stringify({ code: 401, message: 'invalid signature' });
+  res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }

@@ -1,5 +1,5 @@
 export { eventRoutes } from './events.js';
-export { sandboxRoutes } from './sandboxes.js';
+export { sandboxRoutes, type SandboxRoutesOptions } from './sandboxes.js';
 export { snapshotRoutes } from './snapshots.js';
 export { systemRoutes } from './system.js';
 export { templateRoutes } from './templates.js';
