@@ -17,10 +17,10 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { connect } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { pingRedis } from '@agentenv/test-support/cluster';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const bin = (pkg: string, name: string) => path.join(ROOT, 'packages', pkg, 'bin', `${name}.js`);
@@ -118,16 +118,7 @@ const healthy = (url: string) => () =>
     (r) => r.status === 204,
     () => false,
   );
-const pong = (port: number) => () =>
-  new Promise<boolean>((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    s.once('error', () => resolve(false));
-    s.once('connect', () => s.write('PING\r\n'));
-    s.once('data', (d) => {
-      resolve(d.toString().startsWith('+PONG'));
-      s.destroy();
-    });
-  });
+const pong = (port: number) => () => pingRedis(port);
 
 /** The cluster's API key: generated once into its home (0600), the same for every component. */
 function clusterKey(): string {

@@ -1,6 +1,6 @@
 // Fixtures for cluster tests: a private redis-server, aenv-scheduler processes and fake nodes
 // (stand-ins that heartbeat like a node's cluster agent).
-export { redisMissing, startRedis, type RedisProcess } from './redis.js';
+export { pingRedis, redisMissing, startRedis, type RedisProcess } from './redis.js';
 export {
   CLUSTER_KEY,
   startSchedulerProcess,

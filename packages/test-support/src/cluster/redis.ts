@@ -30,7 +30,7 @@ export async function startRedis(port: number): Promise<RedisProcess> {
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   await untilReady(
-    () => ping(port),
+    () => pingRedis(port),
     exited,
     () => `redis-server on ${port} did not answer:\n${out}`,
     10_000,
@@ -46,7 +46,8 @@ export async function startRedis(port: number): Promise<RedisProcess> {
   };
 }
 
-function ping(port: number): Promise<boolean> {
+/** Whether a redis-server answers PING on 127.0.0.1:`port`. */
+export function pingRedis(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
     s.once('error', () => resolve(false));
