@@ -1,5 +1,5 @@
 import { ChunkIndex } from './chunk-index.js';
-import { invalid } from './errors.js';
+import { invalid } from '@agentenv/common';
 import type { Membership } from './membership.js';
 import type { P2pEndpoint } from './model.js';
 import type { SchedulerStore } from './store/store.js';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.js';
-import { invalid, SchedulerError } from './errors.js';
+import { invalid, DomainError } from '@agentenv/common';
 import type { SandboxEvent, SandboxEventType } from './model.js';
 import type { SchedulerStore } from './store/store.js';
 
@@ -77,7 +77,7 @@ export class EventLog {
     try {
       while (!signal.aborted) {
         if (overflow)
-          throw new SchedulerError('capacity', `event watcher fell ${WATCH_BUFFER} events behind; reconnect`);
+          throw new DomainError('capacity', `event watcher fell ${WATCH_BUFFER} events behind; reconnect`);
         const next = queue.shift();
         if (next) {
           yield next;

@@ -2,5 +2,4 @@
 export { createSchedulerClient, type SchedulerClient, type SchedulerClientOptions } from './client.js';
 export { fromConnectError, RETRY_AFTER_HEADER } from './rpc/errors.js';
 export { templateCacheKey } from './placements.js';
-export type { SchedulerErrorKind } from './errors.js';
 export type * from './model.js';

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { startScheduler } from './app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig } from './config.js';
-import { SchedulerError } from './errors.js';
+import { DomainError } from '@agentenv/common';
 import { MemoryStore } from './store/memory-store.js';
 import { RedisStore } from './store/redis-store.js';
 import type { SchedulerStore } from './store/store.js';
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   const msg =
-    err instanceof ConfigError || err instanceof SchedulerError
+    err instanceof ConfigError || err instanceof DomainError
       ? err.message
       : ((err as Error).stack ?? String(err));
   process.stderr.write(`aenv-scheduler: ${msg}\n`);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from './clock.js';
-import { invalid, notFound, SchedulerError } from './errors.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
 import { nodeStatus } from './health.js';
 import {
   NO_RESERVATION,
@@ -66,7 +66,7 @@ export class Membership {
   async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     checkHeartbeat(hb);
     if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
-      throw new SchedulerError(
+      throw new DomainError(
         'unauthorized',
         `node ${hb.nodeId} is not in this scheduler's list of expected nodes`,
       );
@@ -98,8 +98,18 @@ export class Membership {
     await this.store.deleteBindings(changes.remove, hb.nodeId);
     if (previous?.chunkDigest !== record.chunkDigest) await this.store.putChunkKeys(hb.nodeId, chunkKeys);
     await this.store.putNode(record, hb.roster);
+    await this.endReported(hb.nodeId, hb.roster);
     const drains = await this.store.drains();
     return { status: nodeStatus(record, drains.get(hb.nodeId), now, this.settings.heartbeatIntervalMs) };
+  }
+
+  /** Assigned reservations whose sandboxes the node's load now counts. */
+  private async endReported(nodeId: string, roster: readonly RosterEntry[]): Promise<void> {
+    const listed = new Set(roster.map((e) => e.sandboxId));
+    for (const r of await this.store.listReservations()) {
+      if (r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)))
+        await this.store.takeReservation(r.id);
+    }
   }
 
   /** Drain: no more placements on the node's current boot. */

@@ -103,6 +103,11 @@ export interface Reservation {
   count: number;
   createdMs: number;
   expiresMs: number;
+  /**
+   * Set once assigned: the sandboxes started under it. Until the node's roster lists them its
+   * reported load does not count them, so the reservation holds their room a little longer.
+   */
+  sandboxIds?: string[];
 }
 
 export interface SandboxEvent {

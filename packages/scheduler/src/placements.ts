@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Clock } from './clock.js';
-import { invalid, notFound, SchedulerError } from './errors.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
 import { nodeStatus } from './health.js';
 import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
@@ -53,6 +53,8 @@ export interface PlacementObserver {
 }
 
 const MAX_COUNT = 1024;
+/** Heartbeat intervals an assigned reservation waits for the node's roster to list its sandboxes. */
+export const REPORT_GRACE_INTERVALS = 3;
 /** Seconds a client should wait after `capacity`: about one start's time. */
 const RETRY_AFTER_SECS = 1;
 
@@ -116,7 +118,7 @@ export class Placements {
     const result = place(views, req, this.settings.policy, this.random);
     if (!result.ok) {
       this.observer?.placement(kind, result.kind, false);
-      throw new SchedulerError(
+      throw new DomainError(
         result.kind,
         result.message,
         result.kind === 'capacity' ? RETRY_AFTER_SECS : undefined,
@@ -143,7 +145,10 @@ export class Placements {
     };
   }
 
-  /** Binds started sandboxes to their node (until its roster takes over) and ends the reservation. */
+  /**
+   * Binds started sandboxes to their node (until its roster takes over); the reservation ends
+   * when the node's roster lists them.
+   */
   async recordAssignment(a: AssignmentInput): Promise<void> {
     if (a.sandboxIds.length === 0 || a.sandboxIds.length > MAX_COUNT)
       throw invalid(`invalid sandbox_ids: 1 to ${MAX_COUNT}`);
@@ -155,6 +160,19 @@ export class Placements {
       ? a.resources
       : (reservation?.resources ?? this.settings.defaultResources);
     const now = this.clock.now();
+    if (reservation) {
+      // Held until the node's next rosters list the sandboxes (membership ends it then).
+      const expiresMs = Math.min(
+        reservation.expiresMs,
+        now + REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs,
+      );
+      await this.store.putReservation({
+        ...reservation,
+        nodeId: a.nodeId,
+        sandboxIds: a.sandboxIds,
+        expiresMs,
+      });
+    }
     const bindings: Binding[] = a.sandboxIds.map((sandboxId) => ({
       sandboxId,
       nodeId: a.nodeId,

@@ -13,12 +13,14 @@ import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
 import { createEdgeServer, tlsFiles } from '@agentenv/common';
 import {
+  eventRoutes,
   sandboxRoutes,
   snapshotRoutes,
   systemRoutes,
   templateRoutes,
   type SandboxRoutesOptions,
 } from './routes/index.js';
+import type { SandboxEventLog } from '../cluster/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -28,6 +30,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  events: SandboxEventLog;
   usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
@@ -116,6 +119,7 @@ export async function buildApp(
     domain: domains[0],
     usage: deps.usage,
   });
+  await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
     snapshots: deps.snapshots,

@@ -55,6 +55,7 @@ export function defaults(env: Env): NodeConfig {
       nodeTag: 'n0',
     },
     nodeIdentity: { nodeId: env.HOSTNAME || hostname(), clusterId: 'default' },
+    cluster: {},
   };
 }
 
@@ -89,6 +90,9 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
   if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
+  const scheduler = env.AENV_SCHEDULER_URL || env.AENV_OBSERVABILITY_SCHEDULER_ENDPOINT;
+  if (scheduler) set(['cluster', 'schedulerUrl'], scheduler);
+  if (env.AENV_ADVERTISE_URL) set(['cluster', 'advertiseUrl'], env.AENV_ADVERTISE_URL);
   return o;
 }
 

@@ -58,6 +58,12 @@ export const NodeConfigSchema = Type.Object({
     nodeId: Type.String({ minLength: 1 }),
     clusterId: Type.String({ minLength: 1 }),
   }),
+  /** With a scheduler URL the node joins that cluster; without, it runs on its own. */
+  cluster: Type.Object({
+    schedulerUrl: Type.Optional(Type.String({ pattern: '^https?://' })),
+    /** Where the gateway reaches this node; default `http://<api_addr>`. */
+    advertiseUrl: Type.Optional(Type.String({ pattern: '^https?://' })),
+  }),
 });
 
 export type NodeConfig = Static<typeof NodeConfigSchema>;

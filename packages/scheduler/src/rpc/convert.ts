@@ -1,7 +1,7 @@
 import { create } from '@bufbuild/protobuf';
 import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import * as pb from '@agentenv/protocol/scheduler';
-import { invalid } from '../errors.js';
+import { invalid } from '@agentenv/common';
 import type { EventInput } from '../events.js';
 import type { HeartbeatInput, NodeView } from '../membership.js';
 import type * as m from '../model.js';

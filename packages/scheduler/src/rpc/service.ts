@@ -2,7 +2,7 @@ import { create } from '@bufbuild/protobuf';
 import type { ServiceImpl } from '@connectrpc/connect';
 import * as pb from '@agentenv/protocol/scheduler';
 import type { ChunkPeers } from '../chunk-peers.js';
-import { invalid } from '../errors.js';
+import { invalid } from '@agentenv/common';
 import type { EventLog } from '../events.js';
 import type { Membership } from '../membership.js';
 import type { Placements } from '../placements.js';

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import type { Clock } from '../clock.js';
-import { SchedulerError } from '../errors.js';
+import { DomainError } from '@agentenv/common';
 import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
 import { DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
 
@@ -58,7 +58,7 @@ export class RedisStore implements SchedulerStore {
       await redis.ping();
     } catch (err) {
       redis.disconnect();
-      throw new SchedulerError('unavailable', `cannot reach redis at ${opts.url}: ${(err as Error).message}`);
+      throw new DomainError('unavailable', `cannot reach redis at ${opts.url}: ${(err as Error).message}`);
     }
     return new RedisStore(opts, redis);
   }
@@ -67,8 +67,8 @@ export class RedisStore implements SchedulerStore {
     try {
       return await fn();
     } catch (err) {
-      if (err instanceof SchedulerError) throw err;
-      throw new SchedulerError(
+      if (err instanceof DomainError) throw err;
+      throw new DomainError(
         'unavailable',
         `scheduler store (redis) failed to ${what}: ${(err as Error).message}`,
         1,

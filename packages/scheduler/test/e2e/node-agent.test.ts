@@ -1,10 +1,10 @@
 import { rmSync } from 'node:fs';
 import { NodeStatus, SandboxEventType, SandboxState } from '@agentenv/protocol/scheduler';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-// The node's test fixture (real aenv-server with gVisor); it moves to a shared test-support package.
-import { API_KEY, startServer, urlOf, type TestServer } from '../../../node/test/e2e/server-fixture.js';
+import { eventually } from '@agentenv/test-support';
+import { startSchedulerProcess, type SchedulerProcess } from '@agentenv/test-support/cluster';
+import { API_KEY, startServer, urlOf, type TestServer } from '@agentenv/test-support/server';
 import { createSchedulerClient } from '../../src/client.js';
-import { startSchedulerProcess, waitFor, type SchedulerProcess } from '../fixtures/index.js';
 
 // Test-node instances no other test uses, and a scheduler port of helper range 192xx.
 const A = 6;
@@ -53,11 +53,9 @@ describe('a node in a cluster', () => {
 
   it('registers by heartbeat, its roster and events reach the scheduler, and SIGTERM drains it before pausing', async () => {
     const c = client();
-    await waitFor(
-      async () => (await c.listNodes({})).nodes.length === 2,
-      30_000,
-      () => 'the nodes never registered',
-    );
+    await eventually(async () => expect((await c.listNodes({})).nodes).toHaveLength(2), {
+      timeoutMs: 30_000,
+    });
     const nodes = (await c.listNodes({})).nodes;
     expect(nodes.map((n) => [n.ref?.nodeId, n.ref?.advertiseUrl, n.status])).toEqual([
       ['h2-node-a', urlOf(A), NodeStatus.READY],
@@ -68,12 +66,9 @@ describe('a node in a cluster', () => {
     const created = await call(A, 'POST', '/sandboxes', { templateID: 'base', timeout: 600 });
     expect(created.status).toBe(201);
     const id = created.json.sandboxID as string;
-    await waitFor(
-      async () =>
-        (await c.lookupNode({ sandboxId: id }).catch(() => undefined))?.sandbox?.state ===
-        SandboxState.RUNNING,
-      10_000,
-      () => `sandbox ${id} never appeared in node A's roster`,
+    // In node A's roster once its next heartbeat has gone.
+    await eventually(async () =>
+      expect((await c.lookupNode({ sandboxId: id })).sandbox?.state).toBe(SandboxState.RUNNING),
     );
     expect((await c.lookupNode({ sandboxId: id })).node?.nodeId).toBe('h2-node-a');
     const roster = (await c.getNode({ nodeId: 'h2-node-a' })).node?.sandboxes;
@@ -90,10 +85,8 @@ describe('a node in a cluster', () => {
       details: { template_id: 'base' },
     });
     expect((await call(A, 'GET', '/sandboxes/nope/events')).status).toBe(404);
-    await waitFor(
-      async () => (await c.listSandboxEvents({ sandboxId: id })).events.length === 3,
-      10_000,
-      () => 'the events never reached the scheduler',
+    await eventually(async () =>
+      expect((await c.listSandboxEvents({ sandboxId: id })).events).toHaveLength(3),
     );
 
     // SIGTERM: the node must be draining at the scheduler before its sandboxes are paused.
@@ -108,31 +101,23 @@ describe('a node in a cluster', () => {
       }
     })().catch(() => undefined);
     await a.stop('SIGTERM');
-    await waitFor(
-      async () => statusWhenPaused !== undefined,
-      10_000,
-      () => 'no paused event after SIGTERM',
-    );
+    await eventually(() => expect(statusWhenPaused).toBeDefined());
     await watching;
     expect(statusWhenPaused).toBe(NodeStatus.DRAINING);
     // Its last heartbeat says the sandbox is paused; once silent, the node is unhealthy and the
     // paused sandbox is not lost.
     expect((await c.lookupNode({ sandboxId: id })).sandbox).toMatchObject({ state: SandboxState.PAUSED });
-    await waitFor(
-      async () => (await c.getNode({ nodeId: 'h2-node-a' })).node?.status === NodeStatus.UNHEALTHY,
-      10_000,
-      () => 'node A never became unhealthy after it stopped',
+    await eventually(async () =>
+      expect((await c.getNode({ nodeId: 'h2-node-a' })).node?.status).toBe(NodeStatus.UNHEALTHY),
     );
     expect((await c.lookupNode({ sandboxId: id })).sandbox?.state).toBe(SandboxState.PAUSED);
 
     // Resumed on node B from the shared repository; B's roster rebinds it.
     expect((await call(B, 'POST', `/sandboxes/${id}/connect`, { timeout: 600 })).status).toBe(201);
-    await waitFor(
-      async () => (await c.lookupNode({ sandboxId: id })).node?.nodeId === 'h2-node-b',
-      10_000,
-      () => 'the sandbox was never bound to node B',
-    );
-    expect((await c.lookupNode({ sandboxId: id })).sandbox?.state).toBe(SandboxState.RUNNING);
+    await eventually(async () => {
+      const l = await c.lookupNode({ sandboxId: id });
+      expect([l.node?.nodeId, l.sandbox?.state]).toEqual(['h2-node-b', SandboxState.RUNNING]);
+    });
     const events = (await c.listSandboxEvents({ sandboxId: id })).events;
     expect(events.map((e) => [SandboxEventType[e.type], e.nodeId])).toEqual([
       ['CREATED', 'h2-node-a'],
@@ -142,10 +127,8 @@ describe('a node in a cluster', () => {
       ['RESUMED', 'h2-node-b'],
     ]);
     expect((await call(B, 'DELETE', `/sandboxes/${id}`)).status).toBe(204);
-    await waitFor(
-      async () => (await c.lookupNode({ sandboxId: id }).catch(() => undefined)) === undefined,
-      10_000,
-      () => 'the killed sandbox stayed bound',
+    await eventually(() =>
+      expect(c.lookupNode({ sandboxId: id })).rejects.toThrow(/not known to the scheduler/),
     );
   });
 });

@@ -1,18 +1,18 @@
 import { request, type OutgoingHttpHeaders } from 'node:http';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { NodeStatus, PlacementKind, SandboxEventType, SandboxState } from '@agentenv/protocol/scheduler';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createSchedulerClient } from '../../src/client.js';
+import { eventually } from '@agentenv/test-support';
 import {
   CLUSTER_KEY,
   FakeNode,
   redisMissing,
   startRedis,
   startSchedulerProcess,
-  waitFor,
   type RedisProcess,
   type SchedulerProcess,
-} from '../fixtures/index.js';
+} from '@agentenv/test-support/cluster';
 
 // Ports of helper range 192xx: redis 19201, schedulers 19210–19219.
 const REDIS_PORT = 19201;
@@ -158,8 +158,8 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
   afterAll(async () => {
     await redis?.stop();
   });
-  afterEach(async () => {
-    // Each test starts from an empty Redis.
+  beforeEach(async () => {
+    // Each test starts from an empty Redis (the previous test's processes are stopped by now).
     const r = await fetchRedis();
     await r.flushall();
     r.disconnect();
@@ -169,7 +169,7 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
   for (const store of ['memory', 'redis'] as const) {
     it(`a burst of placements spreads evenly over idle nodes (${store} store)`, async () => {
       const s = await scheduler(PORTS.a, store === 'redis' ? redis.url : 'memory');
-      await nodes(s, ['n1', 'n2', 'n3']);
+      const fleet = await nodes(s, ['n1', 'n2', 'n3']);
       const c = client(s);
       const placed = await Promise.all(
         Array.from({ length: 30 }, () => c.schedule({ kind: PlacementKind.CREATE })),
@@ -187,14 +187,18 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       expect(refused[0]).toMatchObject({ code: Code.ResourceExhausted });
       expect(refused[0]!.metadata.get('retry-after')).toBe('1');
 
-      // Assignment releases a reservation and binds the sandbox.
+      // An assignment binds the sandbox; its room is free once the node's roster lists it.
+      const first = placed[0]!.node!.nodeId;
       await c.recordAssignment({
         reservationId: placed[0]!.reservationId,
-        nodeId: placed[0]!.node!.nodeId,
+        nodeId: first,
         sandboxIds: ['sbx-x'],
       });
-      await expect(c.schedule({})).resolves.toMatchObject({ node: { nodeId: placed[0]!.node!.nodeId } });
-      expect((await c.lookupNode({ sandboxId: 'sbx-x' })).node?.nodeId).toBe(placed[0]!.node!.nodeId);
+      expect((await c.lookupNode({ sandboxId: 'sbx-x' })).node?.nodeId).toBe(first);
+      const node = fleet.find((n) => n.nodeId === first)!;
+      node.roster = [running('sbx-x')];
+      await node.beat();
+      await expect(c.schedule({})).resolves.toMatchObject({ node: { nodeId: first } });
 
       // 30 + 18 + 1 placed; 48 still reserved (one was assigned).
       const metrics = await (await fetch(`${s.url}/metrics`)).text();
@@ -229,31 +233,22 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     })().catch(() => undefined);
 
     dead!.stop();
-    await waitFor(
-      async () => (await c.getNode({ nodeId: 'n3' })).node?.status === NodeStatus.UNHEALTHY,
-      10_000,
-      () => 'node n3 never became unhealthy',
+    await eventually(async () =>
+      expect((await c.getNode({ nodeId: 'n3' })).node?.status).toBe(NodeStatus.UNHEALTHY),
     );
     for (let i = 0; i < 10; i++) {
       const p = await c.schedule({});
       expect(p.node?.nodeId).not.toBe('n3');
       await c.releaseReservation({ reservationId: p.reservationId });
     }
-    await waitFor(
-      async () => (await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state === SandboxState.LOST,
-      10_000,
-      () => 'sbx-run was never reported lost',
+    await eventually(async () =>
+      expect((await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state).toBe(SandboxState.LOST),
     );
     const events = await c.listSandboxEvents({ sandboxId: 'sbx-run' });
     expect(events.events).toHaveLength(1);
     expect(events.events[0]).toMatchObject({ type: SandboxEventType.LOST, nodeId: 'n3' });
     expect(events.events[0]!.reason).toMatch(/^node failure: node n3 stopped heartbeating/);
-    await waitFor(
-      async () => streamed.length > 0,
-      5000,
-      () => 'the watch stream got nothing',
-    );
-    expect(streamed).toEqual([`sbx-run:LOST:${events.events[0]!.reason}`]);
+    await eventually(() => expect(streamed).toEqual([`sbx-run:LOST:${events.events[0]!.reason}`]));
     ac.abort();
     await watching;
 
@@ -329,16 +324,12 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       }
     })().catch(() => undefined);
     // The subscription is in place once an event reported after it arrives; report until then.
-    await waitFor(
-      async () => {
-        await ca.reportSandboxEvent({
-          events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.CREATED }],
-        });
-        return got.length > 0;
-      },
-      5000,
-      () => 'replica B never streamed an event reported to A',
-    );
+    await eventually(async () => {
+      await ca.reportSandboxEvent({
+        events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.CREATED }],
+      });
+      expect(got).not.toHaveLength(0);
+    });
     await ca.reportSandboxEvent({
       events: [{ sandboxId: 'sbx-a', nodeId: 'n2', type: SandboxEventType.PAUSED, reason: 'ttl' }],
     });

@@ -1,11 +1,11 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
-import { SchedulerError } from '../../src/errors.js';
+import { DomainError } from '@agentenv/common';
 import { fromConnectError, toConnectError } from '../../src/rpc/errors.js';
 
 describe('error mapping', () => {
   it('maps every kind to one Connect code', () => {
-    const cases: [SchedulerError['kind'], Code][] = [
+    const cases: [DomainError['kind'], Code][] = [
       ['capacity', Code.ResourceExhausted],
       ['unavailable', Code.Unavailable],
       ['not_found', Code.NotFound],
@@ -14,11 +14,11 @@ describe('error mapping', () => {
       ['conflict', Code.FailedPrecondition],
       ['internal', Code.Internal],
     ];
-    for (const [kind, code] of cases) expect(toConnectError(new SchedulerError(kind, 'm')).code).toBe(code);
+    for (const [kind, code] of cases) expect(toConnectError(new DomainError(kind, 'm')).code).toBe(code);
   });
 
   it('carries retry-after for capacity and reads it back', () => {
-    const ce = toConnectError(new SchedulerError('capacity', 'cluster full', 3));
+    const ce = toConnectError(new DomainError('capacity', 'cluster full', 3));
     expect(ce.metadata.get('retry-after')).toBe('3');
     expect(fromConnectError(ce)).toEqual({ kind: 'capacity', message: 'cluster full', retryAfter: 3 });
   });

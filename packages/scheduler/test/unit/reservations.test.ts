@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SchedulerError } from '../../src/errors.js';
+import { DomainError } from '@agentenv/common';
 import { Membership } from '../../src/membership.js';
 import { Placements, type ScheduleInput } from '../../src/placements.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -42,7 +42,7 @@ describe('reservations', () => {
     const { placements, outcomes } = await cluster(['a', 'b']);
     for (let i = 0; i < 8; i++) await placements.schedule(create());
     const err = await placements.schedule(create()).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(SchedulerError);
+    expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({ kind: 'capacity', retryAfter: 1 });
     expect((err as Error).message).toMatch(/starts in flight/);
     expect(outcomes.filter((o) => o === 'capacity')).toHaveLength(1);
@@ -59,8 +59,8 @@ describe('reservations', () => {
     await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
   });
 
-  it('end on RecordAssignment, which binds the sandboxes to the node', async () => {
-    const { placements } = await cluster(['a']);
+  it('after RecordAssignment, hold the room until the node reports the sandbox', async () => {
+    const { placements, membership } = await cluster(['a']);
     const held = [];
     for (let i = 0; i < 4; i++) held.push(await placements.schedule(create()));
     await placements.recordAssignment({
@@ -68,12 +68,31 @@ describe('reservations', () => {
       nodeId: 'a',
       sandboxIds: ['sbx-1'],
     });
-    await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
     await expect(placements.lookup('sbx-1')).resolves.toMatchObject({
       nodeId: 'a',
       nodeStatus: 'ready',
       binding: { state: 'running', source: 'assignment' },
     });
+    // Its load does not count sbx-1 yet: the room stays reserved.
+    await expect(placements.schedule(create())).rejects.toMatchObject({ kind: 'capacity' });
+    await membership.heartbeat(heartbeat('a', { roster: [running('sbx-1')] }));
+    await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
+  });
+
+  it('an assigned reservation the roster never confirms ends after a few intervals', async () => {
+    const s = settings();
+    const { placements, membership, clock } = await cluster(['a'], s);
+    const held = [];
+    for (let i = 0; i < 4; i++) held.push(await placements.schedule(create()));
+    await placements.recordAssignment({
+      reservationId: held[0]!.reservationId,
+      nodeId: 'a',
+      sandboxIds: ['sbx-1'],
+    });
+    clock.advance(3 * s.heartbeatIntervalMs + 1);
+    await membership.heartbeat(heartbeat('a'));
+    // The three unassigned ones are still within their own timeout.
+    await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
   });
 
   it('end on ReleaseReservation; releasing twice or an unknown id is harmless', async () => {
