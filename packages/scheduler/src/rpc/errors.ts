@@ -23,6 +23,7 @@ const KIND_OF_CODE: ReadonlyMap<Code, DomainErrorKind> = new Map([
   [Code.NotFound, 'not_found'],
   [Code.FailedPrecondition, 'conflict'],
   [Code.ResourceExhausted, 'capacity'],
+  [Code.DeadlineExceeded, 'timeout'],
   [Code.Internal, 'internal'],
 ]);
 
