@@ -18,6 +18,8 @@ export type DomainErrorKind =
   | 'bad_gateway'
   /** The sandbox runtime failed (a start, checkpoint or restore did not complete). */
   | 'runtime_failure'
+  /** An upstream (a node behind the gateway) did not answer in time. */
+  | 'timeout'
   | 'internal';
 
 export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
@@ -32,6 +34,7 @@ export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
   unavailable: 503,
   bad_gateway: 502,
   runtime_failure: 500,
+  timeout: 504,
   internal: 500,
 };
 

@@ -9,5 +9,6 @@ export * from './sources/index.js';
 export { buildApp, errorBody, type AppDeps } from './api/index.js';
 export { SandboxProxy, routeRequest, type SandboxRoute, type ProxyTargets } from './proxy/index.js';
 export { NodeMetrics, MetricsHistory } from './metrics/index.js';
+export { SandboxEventLog, type SandboxEvent } from './cluster/index.js';
 export { createDriver, type DriverPlacement } from './wiring/index.js';
 export { loadConfig, defaults as defaultConfig, type NodeConfig } from './config/index.js';

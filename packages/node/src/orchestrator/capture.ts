@@ -41,7 +41,7 @@ export class Capturer {
         source.envdAccessToken,
       );
       this.core.logs.add(id, `snapshot ${info.snapshotID} taken`);
-      this.core.emit('snapshot', id, 'request', { snapshotId: info.snapshotID });
+      this.core.emit('snapshot', id, 'request', { snapshot_id: info.snapshotID });
       return info;
     } catch (err) {
       this.core.failed('snapshot', id, err);
@@ -81,7 +81,7 @@ export class Capturer {
       );
       const started = results.filter((r) => r.status === 'fulfilled').length;
       this.core.logs.add(id, `forked into ${started} of ${count} children`);
-      this.core.emit('forked', id, 'request', { children: String(started) });
+      this.core.emit('forked', id, 'request', { child_count: String(started) });
       return results.map((r) => {
         if (r.status === 'fulfilled') return { sandbox: r.value };
         const e =

@@ -78,9 +78,9 @@ export class Creator {
         this.core.activity.touch(id);
         d.observer.stage('create', clock.now() - t0);
         this.core.emit('created', id, 'request', {
-          templateId: rec.templateId,
-          ...(template.snapshotId ? { snapshotId: template.snapshotId } : {}),
-          ...(from.parentSandboxId ? { parentSandboxId: from.parentSandboxId } : {}),
+          template_id: rec.templateId,
+          ...(template.snapshotId ? { snapshot_id: template.snapshotId } : {}),
+          ...(from.parentSandboxId ? { parent_sandbox_id: from.parentSandboxId } : {}),
         });
         return running;
       } catch (err) {

@@ -32,7 +32,7 @@ export interface LifecycleEvent {
   readonly reason: LifecycleReason;
   /** Milliseconds since the epoch (the orchestrator's clock). */
   readonly at: number;
-  /** E.g. templateId, snapshotId, parentSandboxId, children. */
+  /** The scheduler's keys (scheduler.proto): template_id, snapshot_id, parent_sandbox_id, child_count. */
   readonly details?: Readonly<Record<string, string>>;
 }
 

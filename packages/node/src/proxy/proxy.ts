@@ -8,10 +8,16 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { DomainError, errorBody, errorHeaders, safeEqual } from '@agentenv/common';
+import {
+  DomainError,
+  errorBody,
+  errorHeaders,
+  forwardHeaders,
+  safeEqual,
+  type SandboxRoute,
+} from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
-import { forwardHeaders, type SandboxRoute } from './route.js';
 
 /** Proxy auto-resume guarantees at least this much life (AGENTENV-API.md §2). */
 const AUTO_RESUME_SECS = 300;

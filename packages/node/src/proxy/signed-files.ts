@@ -1,6 +1,6 @@
 import { signatureMatches, signedFileRequest } from '@agentenv/envd/file-signature';
 import { ENVD_PORT } from '@agentenv/protocol';
-import type { SandboxRoute } from './route.js';
+import type { SandboxRoute } from '@agentenv/common';
 
 /** What the node knows of a sandbox that can sign URLs: the secure ones. */
 export interface SigningSandbox {

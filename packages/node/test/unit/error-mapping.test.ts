@@ -22,6 +22,7 @@ const KIND_STATUS: Record<DomainErrorKind, number> = {
   bad_gateway: 502,
   unavailable: 503,
   runtime_failure: 500,
+  timeout: 504,
   internal: 500,
 };
 

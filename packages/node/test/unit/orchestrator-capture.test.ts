@@ -63,7 +63,7 @@ describe('orchestrator: fork', () => {
       expect(c.envdAccessToken).not.toBe(rec.envdAccessToken);
       expect(node.driver.state(c.handle!.id)).toMatchObject({ mem: 'parent' });
       expect(node.observer.events.find((e) => e.sandboxId === c.sandboxId)?.details).toMatchObject({
-        parentSandboxId: id,
+        parent_sandbox_id: id,
       });
     }
     node.driver.write(children[0]!.handle!.id, 'mem', 'child');

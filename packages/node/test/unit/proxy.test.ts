@@ -3,7 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeNode } from '@agentenv/test-support/fakes';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
-import { routeRequest } from '../../src/proxy/route.js';
+import { routeRequest } from '@agentenv/common';
 
 /** A server on 127.0.0.1 standing in for a port inside every fake sandbox. */
 let upstream: Server;

@@ -2,7 +2,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { BuildFiles, BuiltTemplates, Limiter, RuntimeCache, SnapshotStore } from '@agentenv/node';
-import { buildApp, MetricsHistory, NodeMetrics, SandboxProxy } from '@agentenv/node/server';
+import { buildApp, MetricsHistory, NodeMetrics, SandboxEventLog, SandboxProxy } from '@agentenv/node/server';
 import type { FakeNode } from './node.js';
 import { MemoryObjectRepository } from './repository.js';
 
@@ -41,6 +41,8 @@ export async function fakeApp(
     poolSizes: () => node.pool.sizes(),
   });
   node.observe(metrics);
+  const events = new SandboxEventLog(node.config.nodeIdentity.nodeId);
+  node.observe(events.observer);
   const app = await buildApp({
     config: node.config,
     apiKey: FAKE_API_KEY,
@@ -49,6 +51,7 @@ export async function fakeApp(
     templates: { built, files: new BuildFiles(join(scratch, 'files')) },
     proxy,
     metrics,
+    events,
     usage: { history: new MetricsHistory(720), sampleNow: (id) => node.orchestrator.usage(id) },
     logger: node.logger,
     version: '0.0.0-fake',
