@@ -34,7 +34,7 @@ fi
 packages=(
   iproute2 iptables nftables kmod procps psmisc util-linux attr
   mmdebstrap debian-archive-keyring busybox-static
-  python3 make g++ tmux curl ca-certificates
+  python3 make gcc g++ tmux curl ca-certificates
   zstd docker-registry skopeo
 )
 missing=()
