@@ -1,5 +1,5 @@
 /*
- * aenv-reaper LOG -- COMMAND [ARG...]
+ * aenv-reaper [--hide-net-sysctl] LOG -- COMMAND [ARG...]
  *
  * Runs COMMAND (`runsc run|restore --detach`) with its stdout and stderr appended to LOG, and
  * stays behind as a child subreaper: the sandbox and gofer processes runsc leaves running are
@@ -9,13 +9,19 @@
  *
  * When COMMAND exits, one line goes to stdout, "exit N" or "signal N", and stdout is closed. The
  * process exits once it has no children left. SIGTERM kills COMMAND (a timeout), not the sandbox.
+ *
+ * --hide-net-sysctl runs COMMAND in a private mount namespace with an empty tmpfs over
+ * /proc/sys/net: runsc refuses --network=sandbox when it sees /proc/sys/net/core/rmem_default,
+ * which some kernels show in every network namespace (see runsc.ts, wrapForNetSysctlQuirk).
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,9 +41,18 @@ static void report(int status) {
   close(STDOUT_FILENO);
 }
 
+static int hide_net_sysctl(void) {
+  if (unshare(CLONE_NEWNS) != 0) return -1;
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return -1;
+  return mount("aenv-sysctl-net", "/proc/sys/net", "tmpfs", 0, "size=4k,mode=555");
+}
+
 int main(int argc, char **argv) {
+  int hide = argc > 1 && strcmp(argv[1], "--hide-net-sysctl") == 0;
+  argv += hide;
+  argc -= hide;
   if (argc < 4 || strcmp(argv[2], "--") != 0) {
-    fprintf(stderr, "usage: aenv-reaper LOG -- COMMAND [ARG...]\n");
+    fprintf(stderr, "usage: aenv-reaper [--hide-net-sysctl] LOG -- COMMAND [ARG...]\n");
     return 2;
   }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -72,6 +87,10 @@ int main(int argc, char **argv) {
         dup2(log, STDERR_FILENO) < 0) {
       perror("aenv-reaper: redirect");
       _exit(127);
+    }
+    if (hide && hide_net_sysctl() != 0) {
+      perror("aenv-reaper: hiding /proc/sys/net");
+      _exit(126);
     }
     execvp(argv[3], argv + 3);
     perror(argv[3]);

@@ -8,7 +8,7 @@ import type { DriverLayout } from './layout.js';
 import { mountLayers, mountTmpfs } from './mounts.js';
 import { buildOciSpec, resourcesProblem } from './oci-spec.js';
 import { runDetached } from './reaper.js';
-import { describeFailure, runscGlobalArgs, wrapForNetSysctlQuirk, type RunscFlags } from './runsc.js';
+import { describeFailure, runscGlobalArgs, type RunscFlags } from './runsc.js';
 
 /** Where the sandbox's private writable layer lives (both are inside the checkpoint image). */
 export type UpperMedium =
@@ -41,6 +41,8 @@ export interface Bundle {
 }
 
 export const CONSOLE_LOG = 'console.log';
+/** runsc writes the sandbox process's pid here (`--pid-file`). */
+const PID_FILE = 'sandbox.pid';
 const LAUNCH_TIMEOUT_MS = 60_000;
 
 export function validateBoot(
@@ -138,23 +140,41 @@ export async function writeSpec(
   await writeFile(join(b.dir, 'config.json'), JSON.stringify(spec, null, 2));
 }
 
-/** Runs `runsc run|restore … --detach`; its output and the sandbox's go to the bundle's console.log. */
+/**
+ * Runs `runsc run|restore … --detach` (with `args` up to the container id); its output and the
+ * sandbox's go to the bundle's console.log. Resolves with the sandbox process's pid.
+ */
 export async function launch(
   host: GvisorHost,
   b: Bundle,
   args: readonly string[],
   what: string,
-): Promise<void> {
-  let argv = [host.runscPath, ...runscGlobalArgs(b.flags), ...args];
-  if (b.flags.network === 'sandbox' && host.netSysctlQuirk) argv = wrapForNetSysctlQuirk(argv);
-  const logPath = join(b.dir, CONSOLE_LOG);
-  const r = await runDetached(argv, { logPath, timeoutMs: LAUNCH_TIMEOUT_MS, reaperPath: host.reaperPath });
+): Promise<number> {
+  const pidFile = join(b.dir, PID_FILE);
+  const argv = [
+    host.runscPath,
+    ...runscGlobalArgs(b.flags),
+    ...args,
+    '--pid-file',
+    pidFile,
+    '--detach',
+    b.id,
+  ];
+  const r = await runDetached(argv, {
+    logPath: join(b.dir, CONSOLE_LOG),
+    timeoutMs: LAUNCH_TIMEOUT_MS,
+    reaperPath: host.reaperPath,
+    hideNetSysctl: b.flags.network === 'sandbox' && host.netSysctlQuirk,
+  });
+  const code = args[0] === 'restore' ? 'restore_failed' : 'start_failed';
   if (r.code !== 0) {
     const log = await consoleLog(b);
     const tail = log.trim().split('\n').slice(-5).join('\n');
-    const code = args[0] === 'restore' ? 'restore_failed' : 'start_failed';
     throw new SandboxStartError(code, `${describeFailure(what, r)}${tail ? `: ${tail}` : ''}`, log);
   }
+  const pid = Number(await readFile(pidFile, 'utf8').catch(() => ''));
+  if (!Number.isInteger(pid) || pid <= 0) throw new SandboxStartError(code, `${what} wrote no sandbox pid`);
+  return pid;
 }
 
 export function consoleLog(b: Pick<Bundle, 'dir'>): Promise<string> {

@@ -1,4 +1,4 @@
-import { readFile, readdir, rmdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -161,4 +161,20 @@ export async function isFrozen(layout: CgroupLayout, cgroupsPath: string): Promi
     () => '',
   );
   return st.trim() !== '' && st.trim() !== 'THAWED';
+}
+
+/**
+ * Makes sure a v1 cpuset parent has CPUs and memory nodes before sandboxes pinned below it start:
+ * a new cpuset directory starts empty, a child must be a subset of its parent, and runsc fills
+ * the parents it creates only when the spec names no CPUs. v2 needs nothing (empty = inherit).
+ */
+export async function ensureCpusetParent(layout: CgroupLayout, parent: string): Promise<void> {
+  if (layout === 'v2') return;
+  const root = join(CGROUP_ROOT, 'cpuset');
+  const dir = join(root, parent);
+  await mkdir(dir, { recursive: true });
+  for (const file of ['cpuset.cpus', 'cpuset.mems']) {
+    if ((await readFile(join(dir, file), 'utf8')).trim()) continue;
+    await writeFile(join(dir, file), (await readFile(join(root, file), 'utf8')).trim());
+  }
 }

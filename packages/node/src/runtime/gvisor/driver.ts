@@ -34,7 +34,7 @@ import {
   type Bundle,
   type UpperMedium,
 } from './bundle.js';
-import { cgroupPids, readCgroupUsage, setFrozen } from './cgroups.js';
+import { cgroupPids, ensureCpusetParent, readCgroupUsage, removeCgroups, setFrozen } from './cgroups.js';
 import { checkpointInto, checkRestorable, type CaptureSource, type Compression } from './checkpoint.js';
 import { inspectGvisorHost, type GvisorHost } from './host.js';
 import { DriverLayout } from './layout.js';
@@ -66,7 +66,12 @@ export interface GvisorDriverOptions {
   readonly netDisconnectOk?: boolean;
   /** cgroup directory under each controller that holds one child per sandbox. */
   readonly cgroupParent?: string;
-  /** `spread`: each sandbox smaller than the host gets a cpuset of its own least-used CPUs. */
+  /**
+   * `spread` (default): each sandbox smaller than the host gets a cpuset of its own least used
+   * CPUs, set before it starts. The sentry then sees one CPU per vCPU: measured here, an idle
+   * 1-vCPU sandbox costs 40-50 % less CPU and ~6 MiB less PSS than one free to use both cores.
+   * `none`: every sandbox may run on every host CPU.
+   */
   readonly cpuPlacement?: 'spread' | 'none';
   readonly readyTimeoutMs?: number;
   /** Retries of a checkpoint refused because a connection was still open (the proxy drains them). */
@@ -116,7 +121,7 @@ export class GvisorDriver implements RuntimeDriver {
       compression: options.compression ?? 'none',
       netDisconnectOk: options.netDisconnectOk ?? false,
       cgroupParent: options.cgroupParent ?? 'aenv',
-      cpuPlacement: options.cpuPlacement ?? 'none',
+      cpuPlacement: options.cpuPlacement ?? 'spread',
       readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
       checkpointRetries: options.checkpointRetries ?? 5,
       monitorIntervalMs: options.monitorIntervalMs ?? 1000,
@@ -181,7 +186,7 @@ export class GvisorDriver implements RuntimeDriver {
     const host = await this.ready();
     validateBoot(req.resources, req.layers, req.mounts ?? [], req.envdPort);
     await checkPaths(req.layers, req.mounts ?? []);
-    return this.boot(host, 'runsc run', (b) => ['run', '--bundle', b.dir, '--detach', b.id], {
+    return this.boot(host, 'runsc run', (b) => ['run', '--bundle', b.dir], {
       layers: req.layers,
       mounts: req.mounts ?? [],
       init: req.init,
@@ -205,7 +210,7 @@ export class GvisorDriver implements RuntimeDriver {
     return this.boot(
       host,
       'runsc restore',
-      (b) => ['restore', '--image-path', capture.dir, '--bundle', b.dir, '--detach', b.id],
+      (b) => ['restore', '--image-path', capture.dir, '--bundle', b.dir],
       {
         layers: meta.layers,
         mounts: meta.mounts,
@@ -236,9 +241,10 @@ export class GvisorDriver implements RuntimeDriver {
     );
     const cpus = this.placer?.place(plan.resources.cpuCount);
     try {
+      if (cpus) await ensureCpusetParent(host.cgroups, this.opts.cgroupParent);
       await writeSpec(b, plan, { upperInMemory: upper === 'memory', ...(cpus ? { cpus } : {}) });
-      await launch(host, b, runscArgs(b), what);
-      return await this.becomeLive(b, plan, cpus);
+      const pid = await launch(host, b, runscArgs(b), what);
+      return await this.becomeLive(b, plan, pid, cpus);
     } catch (e) {
       this.placer?.release(cpus);
       await this.reclaimer.release(b.id, b);
@@ -246,7 +252,12 @@ export class GvisorDriver implements RuntimeDriver {
     }
   }
 
-  private async becomeLive(b: Bundle, plan: BootPlan, cpus: number[] | undefined): Promise<SandboxHandle> {
+  private async becomeLive(
+    b: Bundle,
+    plan: BootPlan,
+    pid: number,
+    cpus: number[] | undefined,
+  ): Promise<SandboxHandle> {
     const handle: SandboxHandle = {
       id: b.id,
       driver: DRIVER,
@@ -254,7 +265,6 @@ export class GvisorDriver implements RuntimeDriver {
       envdPort: plan.envdPort,
       readyAt: 0,
     };
-    const pid = await this.sandboxPid(b);
     if (plan.net) {
       const notReady = await waitForHealth(plan.net.hostAddress, plan.envdPort, {
         timeoutMs: plan.readyTimeoutMs ?? this.opts.readyTimeoutMs,
@@ -287,13 +297,6 @@ export class GvisorDriver implements RuntimeDriver {
       busy: false,
     });
     return ready;
-  }
-
-  private async sandboxPid(b: Bundle): Promise<number> {
-    const r = await this.runsc(b.flags, ['state', b.id]);
-    const pid = r.code === 0 ? (JSON.parse(r.stdout) as { pid?: number }).pid : undefined;
-    if (!pid) throw new SandboxStartError('start_failed', describeFailure(`runsc state ${b.id}`, r));
-    return pid;
   }
 
   async checkpoint(handle: SandboxHandle, opts: CheckpointOptions): Promise<Capture> {
@@ -424,6 +427,8 @@ export class GvisorDriver implements RuntimeDriver {
     this.monitor.stop();
     await Promise.all([...this.live.values()].map((s) => this.releaseLive(s, null)));
     await this.reclaimer.drain();
+    // The per-node parent runsc made (left when another process of this node still has sandboxes).
+    if (this.host) await removeCgroups(this.host.cgroups, `/${this.opts.cgroupParent}`);
   }
 
   // ---------------------------------------------------------------- internals

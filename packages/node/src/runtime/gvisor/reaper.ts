@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { access, constants } from 'node:fs/promises';
 import { closeSync, openSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { runCommand, type CommandResult } from './runsc.js';
+import { runCommand, wrapForNetSysctlQuirk, type CommandResult } from './runsc.js';
 
 /** Built by `npm run build:native -w @agentenv/node` from native/aenv-reaper.c. */
 export const DEFAULT_REAPER_PATH = fileURLToPath(
@@ -24,18 +24,23 @@ export async function reaperAvailable(path: string): Promise<boolean> {
  * With `reaperPath`, the command runs under aenv-reaper, which adopts the processes runsc leaves
  * running and reaps them as soon as they exit. Without it they are re-parented to PID 1, and a
  * killed sandbox stays a zombie (and `runsc delete` waits) until init gets round to it.
+ * `hideNetSysctl`: see wrapForNetSysctlQuirk (the reaper does the same without three more execs).
  */
 export function runDetached(
   argv: readonly string[],
-  opts: { logPath: string; timeoutMs: number; reaperPath: string | null },
+  opts: { logPath: string; timeoutMs: number; reaperPath: string | null; hideNetSysctl?: boolean },
 ): Promise<CommandResult> {
   if (!opts.reaperPath) {
     const fd = openSync(opts.logPath, 'a', 0o600);
-    return runCommand(argv, { timeoutMs: opts.timeoutMs, stdoutFd: fd }).finally(() => closeSync(fd));
+    const wrapped = opts.hideNetSysctl ? wrapForNetSysctlQuirk(argv) : argv;
+    return runCommand(wrapped, { timeoutMs: opts.timeoutMs, stdoutFd: fd }).finally(() => closeSync(fd));
   }
   const reaper = opts.reaperPath;
+  const flags = opts.hideNetSysctl ? ['--hide-net-sysctl'] : [];
   return new Promise((resolve, reject) => {
-    const child = spawn(reaper, [opts.logPath, '--', ...argv], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(reaper, [...flags, opts.logPath, '--', ...argv], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     // It outlives the command (as long as the sandbox runs): never hold the node's event loop.
     child.unref();
     let stdout = '';
