@@ -18,10 +18,9 @@
 import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import type { SandboxHandle } from '../packages/node/src/runtime/driver.js';
-import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
-import { startServer, useSdkEnv, type TestServer } from '../packages/node/test/e2e/server-fixture.js';
-import { createTestNet, destroyAllTestNets } from '../packages/node/test/runtime/netns.js';
+import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
+import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';

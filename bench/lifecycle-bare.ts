@@ -5,9 +5,8 @@
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture } from '../packages/node/src/runtime/capture.js';
-import type { GvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { createTestNet, type TestNet } from '../packages/node/test/runtime/netns.js';
+import { readCapture, type GvisorHost } from '@agentenv/node';
+import { createTestNet, type TestNet } from '@agentenv/test-support/runtime';
 import { bareRunsc, type BareRunsc, type BareSource } from './bare-runsc.js';
 import { timeMs } from './stats.js';
 

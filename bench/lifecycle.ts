@@ -14,9 +14,10 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { api, startServer, useSdkEnv, type TestServer } from '../packages/node/test/e2e/server-fixture.js';
-import { destroyAllTestNets } from '../packages/node/test/runtime/netns.js';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { inspectGvisorHost } from '@agentenv/node';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
 import { BareLab, GAP_PROBE, WRITER } from './lifecycle-bare.js';
@@ -46,7 +47,6 @@ const ENV = {
   AENV_NETWORK_NODE_TAG: TAG,
   AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
 };
-const ENVD_PORT = 49983;
 const LONG = { timeoutMs: 3_600_000 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -96,8 +96,9 @@ const rows: Row[] = [];
 
 /** The largest pause a probe process inside the sandbox saw since the last call, in ms. */
 async function heldMs(sbx: Sandbox): Promise<number> {
-  await sbx.files.remove('/tmp/aenv-gap').catch(() => undefined);
-  await sbx.files.write('/tmp/aenv-gap-reset', '');
+  // touch creates the file in one step (files.write would still be setting its metadata when the
+  // probe removes it).
+  await sbx.commands.run('rm -f /tmp/aenv-gap; touch /tmp/aenv-gap-reset');
   for (;;) {
     const text = await sbx.files.read('/tmp/aenv-gap').catch(() => '');
     if (text) return Number(text) * 1000;

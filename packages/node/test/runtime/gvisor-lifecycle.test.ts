@@ -2,13 +2,22 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resources, SandboxHandle } from '../../src/runtime/driver.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
-import type { Template } from '../../src/image/template.js';
-import { EnvdClient } from './envd-client.js';
-import { baseTemplate, mountsMentioning, processesMentioning, REPO, runscIds, TEST_HOME } from './fixture.js';
-import { createTestNet, destroyAllTestNets, type TestNet } from './netns.js';
+import type { Template } from '../../src/templates/index.js';
+import {
+  EnvdClient,
+  baseTemplate,
+  mountsMentioning,
+  processesMentioning,
+  runscIds,
+  TEST_HOME,
+  createTestNet,
+  destroyAllTestNets,
+  type TestNet,
+} from '@agentenv/test-support/runtime';
 
 /**
  * gVisor-specific lifecycle: background release after kill and checkpoint, a node that dies in
@@ -99,7 +108,7 @@ describe.skipIf(!probe.available)('gvisor: release, compression, placement', () 
     };
     const child = spawnSync(
       process.execPath,
-      ['--import', 'tsx', join(REPO, 'packages/node/test/runtime/crash-during-release.ts')],
+      ['--import', 'tsx', fileURLToPath(new URL('./crash-during-release.ts', import.meta.url))],
       {
         env: { ...process.env, AENV_CRASH_RUNTIME_DIR: dir, AENV_CRASH_BOOT: JSON.stringify(boot) },
         encoding: 'utf8',
