@@ -87,6 +87,17 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: 'scheduler',
+          include: ['packages/scheduler/test/e2e/**/*.test.ts'],
+          // Real aenv-scheduler processes and redis-server on fixed loopback ports (192xx); the
+          // node-agent file also boots gVisor test nodes.
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],
           // The aenv CLI against a real aenv-server (the node fixture's port and home, like `node`).
@@ -103,6 +114,16 @@ export default defineConfig({
           fileParallelism: false,
           testTimeout: 900_000,
           hookTimeout: 1_800_000,
+        },
+      },
+      {
+        test: {
+          name: 'cluster',
+          include: ['packages/gateway/test/cluster/**/*.test.ts'],
+          // Real clusters (redis-server, the scheduler, the gateway, several nodes) on one machine.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
         },
       },
     ],

@@ -87,15 +87,24 @@ aenv_install_packages() {
   aenv_runsc_ok || aenv_die "runsc >= 2024-07-29 is required; found: $(runsc --version 2>&1 | head -1)"
 }
 
-# A registry on :5000 or a system Docker (which rewrites the host's firewall) is not wanted: the
-# tests start their own on loopback. Only what was installed just now is touched.
+# A registry on :5000, a Redis on :6379 or a system Docker (which rewrites the host's firewall) is
+# not wanted: the tests and the local cluster start their own on loopback. Only what was installed just now is touched.
 aenv_stop_unwanted_services() {
-  command -v systemctl >/dev/null || return 0
-  local p
+  local p svc
   for p in "$@"; do
     case $p in
-      docker-registry) systemctl disable --now docker-registry >/dev/null 2>&1 || true ;;
-      docker.io) systemctl disable --now docker.socket docker containerd >/dev/null 2>&1 || true ;;
+      docker-registry | redis-server) svc=$p ;;
+      docker.io) svc="docker.socket docker containerd" ;;
+      *) continue ;;
     esac
+    if command -v systemctl >/dev/null; then
+      # shellcheck disable=SC2086
+      systemctl disable --now $svc >/dev/null 2>&1 || true
+    fi
+    # Without systemd as PID 1 the package's init script started it.
+    if [ -x "/etc/init.d/$p" ]; then
+      "/etc/init.d/$p" stop >/dev/null 2>&1 || true
+      update-rc.d "$p" disable >/dev/null 2>&1 || true
+    fi
   done
 }

@@ -25,7 +25,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 packages=(
   "${AENV_NODE_PACKAGES[@]}"
   busybox-static make gcc g++ tmux
-  docker-registry skopeo
+  docker-registry skopeo redis-server
 )
 if $deploy; then packages+=("${AENV_DEPLOY_PACKAGES[@]}"); fi
 aenv_install_packages "${packages[@]}"

@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
+import { clusterAgent, SandboxEventLog } from './cluster/index.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/index.js';
 import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
@@ -114,6 +115,7 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const events = new SandboxEventLog(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -126,7 +128,7 @@ async function main(): Promise<void> {
     logger,
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
-    observer: metrics,
+    observer: events.observing(metrics),
     pool,
   });
   const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
@@ -142,8 +144,30 @@ async function main(): Promise<void> {
   });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));
+  const agent = config.cluster.schedulerUrl
+    ? clusterAgent({
+        schedulerUrl: config.cluster.schedulerUrl,
+        apiKey,
+        nodeId: config.nodeIdentity.nodeId,
+        clusterId: config.nodeIdentity.clusterId,
+        advertiseUrl: config.cluster.advertiseUrl ?? `http://${config.apiAddr}`,
+        version,
+        limits: config.orchestrator,
+        records: () => orchestrator.list(),
+        cache: snapshotCache,
+        repository: snapshotStore,
+        events,
+        logger,
+      })
+    : undefined;
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+  for (const sandboxId of recovered.lost)
+    events.record({
+      type: 'lost',
+      sandboxId,
+      reason: 'node failure: the node restarted while the sandbox ran',
+    });
 
   const app = await buildApp({
     config,
@@ -153,6 +177,7 @@ async function main(): Promise<void> {
     templates: { built, files: buildFiles },
     proxy,
     metrics,
+    events,
     usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
@@ -161,11 +186,12 @@ async function main(): Promise<void> {
   usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
+  agent?.start();
   void base
     .prepare()
     .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
 
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
       `AgentENV node ${version} listening on ${url} (home ${home})`,
@@ -181,11 +207,14 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
-    // Every step runs even when one before it failed: the host's rules and namespaces go last.
+    // Drained first, so the cluster stops placing here while the sandboxes are paused. Every step
+    // runs even when one before it failed: the host's rules and namespaces go last.
     let failed = false;
     for (const step of [
+      () => agent?.drain(),
       () => usageSampler.stop(),
       () => orchestrator.shutdown(),
+      () => agent?.stop(),
       () => base.close(),
       () => app.close(),
       () => proxy.close(),
