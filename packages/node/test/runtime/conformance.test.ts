@@ -238,10 +238,35 @@ function conformance(name: string, made: MadeDriver): void {
       expect((await readMemory(envd)).secret).toBe(sourceMemory.secret);
     });
 
-    it('reports stats', async () => {
+    it('freezes and thaws: a frozen sandbox answers nothing until thawed, then as before', async () => {
+      const envd = client(source);
+      await driver.freeze(source);
+      expect(await driver.status(source)).toBe('frozen');
+      await expect(envd.health(500)).rejects.toThrow();
+      await driver.thaw(source);
+      expect(await driver.status(source)).toBe('running');
+      expect(await envd.health()).toBe(204);
+      expect((await readMemory(envd)).secret).toBe(sourceMemory.secret);
+      // Operations that need the sandbox thaw it first.
+      await driver.freeze(source);
+      const cap = await driver.checkpoint(source, { dir: join(scratch, 'frozen-cap'), leaveRunning: true });
+      expect(await driver.status(source)).toBe('frozen');
+      await driver.thaw(source);
+      const copy = await restore(cap.dir);
+      expect((await readMemory(client(copy))).secret).toBe(sourceMemory.secret);
+      await driver.freeze(copy);
+      await kill(copy);
+      await driver.released(copy.id);
+      expect(processesMentioning(copy.id)).toEqual([]);
+    });
+
+    it('reports stats, with measured memory', async () => {
       const s = await driver.stats(source);
       expect(s.cpuNs).toBeGreaterThan(0);
       expect(s.memoryBytes).toBeGreaterThan(1 << 20);
+      expect(s.workingSetBytes).toBeGreaterThan(1 << 20);
+      expect(s.workingSetBytes).toBeLessThanOrEqual(s.memoryBytes);
+      if (s.pssBytes !== null) expect(s.pssBytes).toBeGreaterThan(1 << 20);
       expect(s.memoryLimitBytes).toBeGreaterThanOrEqual(SMALL.memoryMB * 1024 * 1024);
     });
 
@@ -263,11 +288,15 @@ function conformance(name: string, made: MadeDriver): void {
       expect(await client(source).health()).toBe(204);
     });
 
-    it('kill releases processes, mounts, cgroups and runtime state', async () => {
+    it('kill stops the sandbox at once and releases processes, mounts, cgroups and runtime state', async () => {
       const id = source.id;
+      const envd = client(source);
       expect(processesMentioning(id).length).toBeGreaterThan(0);
       await kill(source);
       expect(await driver.status(source)).toBe('stopped');
+      await expect(envd.health(500)).rejects.toThrow();
+      await driver.released(id);
+      expect(driver.releasing().map((r) => r.id)).not.toContain(id);
       if (runscRoot) expect(runscIds(runscRoot)).not.toContain(id);
       expect(processesMentioning(id)).toEqual([]);
       expect(mountsMentioning(id)).toEqual([]);
@@ -288,6 +317,7 @@ function conformance(name: string, made: MadeDriver): void {
       for (let i = 0; i < 100 && !exits.some((e) => e.id === h.id); i++) await sleep(50);
       expect(exits.find((e) => e.id === h.id)?.reason).toMatch(/exited/);
       expect(await driver.status(h)).toBe('stopped');
+      await driver.released(h.id);
       if (runscRoot) expect(runscIds(runscRoot)).not.toContain(h.id);
       expect(mountsMentioning(h.id)).toEqual([]);
       nets.get(h.id)?.destroy();
