@@ -9,6 +9,7 @@ import {
   type Capture,
   type CheckpointOptions,
   type DriverAvailability,
+  type ReleasingSandbox,
   type RestoreRequest,
   type RuntimeDriver,
   type SandboxExit,
@@ -20,7 +21,8 @@ import {
 import { fakeCaptureMeta, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
-export type DriverStep = 'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'stats';
+export type DriverStep =
+  'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'freeze' | 'thaw' | 'stats';
 
 interface FakeSandbox {
   handle: SandboxHandle;
@@ -35,6 +37,8 @@ const STEP_ERROR: Record<DriverStep, (step: DriverStep) => RuntimeError> = {
   kill: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   pause: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   resume: (s) => new RuntimeOperationError(`fake: ${s} failed`),
+  freeze: (s) => new RuntimeOperationError(`fake: ${s} failed`),
+  thaw: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   stats: (s) => new RuntimeOperationError(`fake: ${s} failed`),
 };
 
@@ -103,16 +107,43 @@ export class FakeDriver implements RuntimeDriver {
     sb.status = 'running';
   }
 
+  async freeze(handle: SandboxHandle): Promise<void> {
+    const sb = this.mustRun(handle);
+    await this.faults.check('freeze');
+    sb.status = 'frozen';
+  }
+
+  async thaw(handle: SandboxHandle): Promise<void> {
+    const sb = this.must(handle);
+    await this.faults.check('thaw');
+    if (sb.status === 'frozen') sb.status = 'running';
+  }
+
   async kill(handle: SandboxHandle): Promise<void> {
     await this.faults.check('kill');
     this.sandboxes.delete(handle.id);
+  }
+
+  /** Objects hold no host resources: a stopped fake sandbox is released at once. */
+  async released(): Promise<void> {}
+
+  releasing(): readonly ReleasingSandbox[] {
+    return [];
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
     this.must(handle);
     await this.faults.check('stats');
     const limit = handle.resources.memoryMB * 2 ** 20;
-    return { cpuNs: 1, memoryBytes: limit / 4, memoryLimitBytes: limit, diskBytes: null, pids: 1 };
+    return {
+      cpuNs: 1,
+      memoryBytes: limit / 4,
+      workingSetBytes: limit / 4,
+      pssBytes: null,
+      memoryLimitBytes: limit,
+      diskBytes: null,
+      pids: 1,
+    };
   }
 
   async status(handle: SandboxHandle): Promise<SandboxStatus> {
