@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { startCacheKeys } from '@agentenv/protocol/scheduler';
 import type { Clock } from './clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import { nodeStatus } from './health.js';
 import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
 import type { PlacementRequest } from './placement/candidate.js';
@@ -205,12 +204,7 @@ export class Placements {
     return {
       nodeId: node.nodeId,
       advertiseUrl: node.advertiseUrl,
-      nodeStatus: nodeStatus(
-        node,
-        drains.get(node.nodeId),
-        this.clock.now(),
-        this.settings.heartbeatIntervalMs,
-      ),
+      nodeStatus: this.membership.statusOf(node, drains.get(node.nodeId)),
       binding,
     };
   }
