@@ -59,11 +59,15 @@ export class ClusterAgent {
     this.offEvents = d.events.onEvent((e) => this.queue(e));
   }
 
-  /** Heartbeats now and then every interval until stop(). */
+  /**
+   * Heartbeats now and then every interval until stop(), counted from each heartbeat's start: a
+   * slow answer must not stretch the gaps the scheduler judges the node's health by.
+   */
   start(): void {
     const tick = () => {
+      const t0 = Date.now();
       void this.beat().finally(() => {
-        if (!this.stopped) this.timer = setTimeout(tick, this.intervalMs);
+        if (!this.stopped) this.timer = setTimeout(tick, Math.max(0, this.intervalMs - (Date.now() - t0)));
       });
     };
     tick();

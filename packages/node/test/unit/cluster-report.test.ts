@@ -1,4 +1,4 @@
-import { NodeStatus, SandboxState } from '@agentenv/protocol/scheduler';
+import { NodeStatus, SandboxState, startCacheKeys } from '@agentenv/protocol/scheduler';
 import { describe, expect, it } from 'vitest';
 import { CacheKeys } from '../../src/cluster/cache-keys.js';
 import { heartbeatRequest, type RosterSource } from '../../src/cluster/report.js';
@@ -62,36 +62,47 @@ describe('heartbeat report', () => {
 });
 
 describe('cache keys', () => {
-  it('names template captures by id and by every name, reading each record once', async () => {
+  it('names each capture by kind, id and every name, as placement looks for them, reading each record once', async () => {
     const reads: string[] = [];
-    const entries = [{ id: 'snap-1' }, { id: 'tpl-rec' }];
+    const entries = [{ id: 'snap-1' }, { id: 'pause-1' }, { id: 'tpl-rec' }];
+    const records: Record<string, { labels: Record<string, string>; meta: Record<string, unknown> }> = {
+      'snap-1': { labels: { kind: 'snapshot' }, meta: { info: { names: ['golden'] } } },
+      'pause-1': { labels: { kind: 'pause' }, meta: {} },
+      'tpl-rec': {
+        labels: { kind: 'template', templateId: 'tid' },
+        meta: { template: { names: ['app', 'app:v1'] } },
+      },
+    };
     const keys = new CacheKeys(
       { stats: () => ({ entries }) },
       {
         getRecord: async (id) => {
           reads.push(id);
-          return id === 'tpl-rec'
-            ? {
-                labels: { kind: 'template', templateId: 'tid' },
-                meta: { template: { names: ['app', 'app:v1'] } },
-              }
-            : { labels: { kind: 'snapshot' }, meta: {} };
+          return records[id]!;
         },
       },
     );
-    expect(await keys.current()).toEqual([
-      'snap-1',
-      'tpl-rec',
+    const all = await keys.current();
+    expect(all).toEqual([
+      'snapshot/snap-1',
+      'snapshot/golden',
+      'pause/pause-1',
       'template/tid',
       'template/app',
       'template/app:v1',
     ]);
-    entries.pop();
-    expect(await keys.current()).toEqual(['snap-1']);
-    expect(reads).toEqual(['snap-1', 'tpl-rec']);
+    // What placement derives from a start's ids is what the node advertises.
+    expect(startCacheKeys({ templateId: 'snap-1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'golden' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'app:v1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ pauseId: 'pause-1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'base' }).some((k) => all.includes(k))).toBe(false);
+    entries.splice(1);
+    expect(await keys.current()).toEqual(['snapshot/snap-1', 'snapshot/golden']);
+    expect(reads).toEqual(['snap-1', 'pause-1', 'tpl-rec']);
   });
 
-  it('an unreadable record counts by its id and is read again later', async () => {
+  it('a record that cannot be read is advertised under no key and read again later', async () => {
     let fail = true;
     const keys = new CacheKeys(
       { stats: () => ({ entries: [{ id: 'r' }] }) },
@@ -102,9 +113,9 @@ describe('cache keys', () => {
         },
       },
     );
-    expect(await keys.current()).toEqual(['r']);
+    expect(await keys.current()).toEqual([]);
     fail = false;
-    expect(await keys.current()).toEqual(['r', 'template/t']);
+    expect(await keys.current()).toEqual(['template/t']);
   });
 });
 
