@@ -109,9 +109,13 @@ async function stageApp(repo: string, tree: string, plan: ReleasePlan, lock: Loc
     await copyBuilt(path.join(repo, location), path.join(tree, 'app', location), entries);
     shipped.push(pkg);
   }
+  // A service may import the tools package's own modules (the node verifies envd's signed file
+  // URLs with envd's code), so its build ships beside the bundle when the closure reaches it.
+  const toolsImported = closure.workspaces.includes(plan.tools.location);
   await copyBuilt(path.join(repo, plan.tools.location), path.join(tree, 'app', plan.tools.location), [
     'package.json',
     'dist-tools',
+    ...(toolsImported ? ['dist'] : []),
   ]);
   for (const pkg of shipped) {
     const linkPath = path.join(tree, 'app', 'node_modules', pkg.name);
