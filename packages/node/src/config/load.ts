@@ -59,6 +59,16 @@ export function defaults(env: Env): NodeConfig {
   };
 }
 
+/** The key in AENV_API_KEY_FILE (a mounted secret), as the scheduler and the gateway read it. */
+function apiKeyFile(file: string | undefined): string | undefined {
+  if (!file) return undefined;
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`);
+  }
+}
+
 /** Environment variables (AGENTENV-API.md §3) as a partial config. */
 export function envOverrides(env: Env): Json {
   const o: Json = {};
@@ -70,7 +80,8 @@ export function envOverrides(env: Env): Json {
   if (env.API_ADDR) set(['apiAddr'], env.API_ADDR);
   if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
   if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
-  if (env.AENV_API_KEY) set(['apiKey'], env.AENV_API_KEY);
+  const apiKey = env.AENV_API_KEY || apiKeyFile(env.AENV_API_KEY_FILE);
+  if (apiKey) set(['apiKey'], apiKey);
   if (env.AENV_TLS_CERT) set(['tlsCert'], env.AENV_TLS_CERT);
   if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);

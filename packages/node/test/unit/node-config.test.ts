@@ -57,6 +57,16 @@ domains = ["a.example"]
     expect(() => loadConfig({ API_ADDR: 'nope' })).toThrow(/listen address/);
   });
 
+  it('reads the API key from AENV_API_KEY_FILE (a mounted secret); AENV_API_KEY wins', () => {
+    const key = file(`e2b_${'0f'.repeat(20)}\n`);
+    expect(loadConfig({ AENV_API_KEY_FILE: key }).apiKey).toBe(`e2b_${'0f'.repeat(20)}`);
+    expect(loadConfig({ AENV_API_KEY_FILE: key, AENV_API_KEY: 'e2b_direct' }).apiKey).toBe('e2b_direct');
+    expect(() => loadConfig({ AENV_API_KEY_FILE: '/nonexistent/api-key' })).toThrow(
+      /cannot read AENV_API_KEY_FILE \/nonexistent\/api-key/,
+    );
+    expect(() => loadConfig({ AENV_API_KEY_FILE: file('short\n') })).toThrow(/apiKey/);
+  });
+
   it('parses listen addresses', () => {
     expect(parseListenAddress('127.0.0.1:8000')).toEqual({ host: '127.0.0.1', port: 8000 });
     expect(parseListenAddress('[::1]:80')).toEqual({ host: '::1', port: 80 });
