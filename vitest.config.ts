@@ -72,6 +72,16 @@ export default defineConfig({
       },
       {
         test: {
+          name: 'p2p',
+          include: ['packages/node/test/p2p/**/*.test.ts'],
+          // Real iroh endpoints on loopback, and two real nodes sharing an S3 repository.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],
           // The aenv CLI against a real aenv-server (the node fixture's port and home, like `node`).

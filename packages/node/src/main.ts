@@ -6,6 +6,7 @@ import { buildApp } from './api/app.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
 import { NodeMetrics } from './metrics/node-metrics.js';
 import { NetworkManager } from './network/manager.js';
+import { startChunkExchange } from './p2p/index.js';
 import { EnvdClient } from './orchestrator/envd-client.js';
 import { Orchestrator } from './orchestrator/orchestrator.js';
 import { loadOrCreateSecret, newApiKey } from './orchestrator/tokens.js';
@@ -105,6 +106,15 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const chunks = await startChunkExchange({
+    config,
+    apiKey,
+    store: snapshotStore,
+    cache: snapshotCache,
+    registry: metrics.registry,
+    logger,
+  });
+  undoStartup.push(() => chunks.close());
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -162,6 +172,7 @@ async function main(): Promise<void> {
     await orchestrator.shutdown();
     await templates.close();
     await app.close();
+    await chunks.close();
     proxy.close();
     await driver.close();
     await network.shutdown();
