@@ -136,6 +136,11 @@ export class IrohEndpoint {
     return Buffer.from(SecretKey.generate().toBytes());
   }
 
+  /** The endpoint id (hex) a secret key gives. */
+  static idOf(secretKey: Buffer): string {
+    return SecretKey.fromBytes(toArray(secretKey)).public().toString();
+  }
+
   get id(): string {
     return this.ep.id().toString();
   }
