@@ -12,6 +12,7 @@ import { PeerChunkSource } from './peer-source.js';
 import { ChunkServer } from './server.js';
 
 export { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
+export { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
 export type { PeerAddress } from './iroh.js';
 
 /** What the node's cluster heartbeat advertises when P2P is on. */

@@ -13,9 +13,9 @@ export function resetNode(instance: number): void {
     rmSync(path.join(homeOf(instance), d), { recursive: true, force: true });
 }
 
-/** Gives a test node its p2p secret key before it starts, so peers can be configured with its id. */
-export function writeP2pKey(instance: number, secretKey: Buffer): void {
-  const dir = path.join(homeOf(instance), 'secrets');
+/** Gives a node its p2p secret key before it starts, so peers can be configured with its id. */
+export function writeP2pKey(home: string, secretKey: Buffer): void {
+  const dir = path.join(home, 'secrets');
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   writeFileSync(path.join(dir, 'p2p-key'), secretKey.toString('hex') + '\n', { mode: 0o600 });
 }

@@ -71,7 +71,7 @@ describe('P2P chunk exchange between two nodes', () => {
     s3 = await startS3();
     resetNode(A);
     resetNode(B);
-    writeP2pKey(A, aKey);
+    writeP2pKey(homeOf(A), aKey);
     nodeA = await startA();
     useSdkEnv(urlOf(A));
     const sbx = await Sandbox.create();
