@@ -2,6 +2,7 @@ import type { IrohEndpoint, Link, PeerAddress } from './iroh.js';
 import {
   authToken,
   decodeBitmap,
+  decodeChunk,
   decodeResponse,
   encodeRequest,
   MAX_HAVE,
@@ -76,8 +77,12 @@ export class PeerClient {
   async get(hash: string, bytes: number): Promise<Buffer | null> {
     const { status, payload } = await this.call(Op.GET, [hash], bytes + 1);
     if (status === Status.NOT_FOUND) return null;
-    if (status !== Status.OK) throw this.refused(status);
-    return payload;
+    if (status !== Status.OK && status !== Status.OK_DEFLATE) throw this.refused(status);
+    try {
+      return decodeChunk(status, payload, bytes);
+    } catch (e) {
+      throw new PeerError('protocol', `peer ${this.peer.id}: ${(e as Error).message}`);
+    }
   }
 
   close(): void {

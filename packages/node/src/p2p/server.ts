@@ -3,6 +3,7 @@ import {
   authToken,
   decodeRequest,
   encodeBitmap,
+  encodeChunk,
   encodeResponse,
   MAX_REQUEST_BYTES,
   Op,
@@ -98,7 +99,7 @@ export class ChunkServer {
         await req.respond(encodeResponse(Status.NOT_FOUND), this.timeoutMs);
         return;
       }
-      await req.respond(encodeResponse(Status.OK, data), this.timeoutMs);
+      await req.respond(encodeChunk(data), this.timeoutMs);
       this.o.observer?.served(data.length);
     } finally {
       this.inFlight--;

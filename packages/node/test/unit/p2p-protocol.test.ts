@@ -3,9 +3,11 @@ import { describe, expect, it } from 'vitest';
 import {
   authToken,
   decodeBitmap,
+  decodeChunk,
   decodeRequest,
   decodeResponse,
   encodeBitmap,
+  encodeChunk,
   encodeRequest,
   encodeResponse,
   MAX_HAVE,
@@ -63,5 +65,19 @@ describe('p2p chunk protocol', () => {
     const bits = Array.from({ length: 19 }, (_, i) => i % 3 === 0);
     expect(decodeBitmap(encodeBitmap(bits), bits.length)).toEqual(bits);
     expect(() => decodeBitmap(Buffer.alloc(1), 19)).toThrow(ProtocolError);
+  });
+
+  it('deflates chunks that shrink, sends the others as they are, and bounds what it inflates', () => {
+    const text = Buffer.from('memory page '.repeat(6000));
+    const packed = decodeResponse(encodeChunk(text));
+    expect(packed.status).toBe(Status.OK_DEFLATE);
+    expect(packed.payload.length).toBeLessThan(text.length / 4);
+    expect(decodeChunk(packed.status, packed.payload, text.length).equals(text)).toBe(true);
+    const random = randomBytes(65536);
+    const raw = decodeResponse(encodeChunk(random));
+    expect(raw.status).toBe(Status.OK);
+    expect(decodeChunk(raw.status, raw.payload, random.length).equals(random)).toBe(true);
+    expect(() => decodeChunk(packed.status, packed.payload, 1000)).toThrow(ProtocolError);
+    expect(() => decodeChunk(Status.OK_DEFLATE, Buffer.of(0xff, 0xff, 0xff), 1000)).toThrow(ProtocolError);
   });
 });
