@@ -3,6 +3,7 @@
  * what an authenticated peer gets, what an unauthenticated one does not, and how the peer source
  * treats a peer that sends wrong bytes or goes away.
  */
+import iroh from '@number0/iroh';
 import { createHash, randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { PeerClient, PeerError } from '../../src/p2p/client.js';
@@ -61,6 +62,21 @@ describe('chunk exchange over iroh on loopback', () => {
     expect(ep.boundSockets().every((s) => s.startsWith('127.0.0.1:') || s.startsWith('[::1]:'))).toBe(true);
     expect(ep.addresses().length).toBeGreaterThan(0);
     expect(ep.addresses().every((s) => s.startsWith('127.0.0.1:') || s.startsWith('[::1]:'))).toBe(true);
+  });
+
+  it('speaks only the chunk protocol: a connection for another ALPN is refused', async () => {
+    const { peer } = await serving(holderOf([randomBytes(100)]));
+    const b = iroh.Endpoint.builder();
+    iroh.presetMinimal(b);
+    b.relayMode(iroh.RelayMode.disabled());
+    b.bindAddr('127.0.0.1:0');
+    const other = await b.bind();
+    try {
+      const addr = new iroh.EndpointAddr(iroh.EndpointId.fromString(peer.id), null, [...peer.addresses]);
+      await expect(other.connect(addr, [...Buffer.from('something/else')])).rejects.toThrow();
+    } finally {
+      await other.close();
+    }
   });
 
   it('an authenticated peer learns what is held and gets exactly those bytes', async () => {

@@ -5,7 +5,7 @@
  * killed while B is fetching from it.
  */
 import { Sandbox } from 'e2b';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -22,7 +22,16 @@ import {
   type TestServer,
 } from '../e2e/server-fixture.js';
 import { startS3, type S3Server } from '../snapshot/helpers.js';
-import { metric, nodeConfig, resetNode, startEvilPeer, udpSocketsOf, until, writeP2pKey } from './helpers.js';
+import {
+  homeOf,
+  metric,
+  nodeConfig,
+  resetNode,
+  startEvilPeer,
+  udpSocketsOf,
+  until,
+  writeP2pKey,
+} from './helpers.js';
 
 const A = 1;
 const B = 2;
@@ -106,6 +115,7 @@ describe('P2P chunk exchange between two nodes', () => {
   it('with p2p off (the default) a node opens no endpoint and reads every chunk from S3', async () => {
     const b = await startB('b-off.toml');
     expect(udpSocketsOf(b.child.pid!)).toEqual([]);
+    expect(existsSync(path.join(homeOf(B), 'secrets', 'p2p-key'))).toBe(false);
     expect(udpSocketsOf(nodeA!.child.pid!).length).toBeGreaterThan(0);
     const before = await blobGets();
     await createAndCheck(B);
@@ -116,6 +126,7 @@ describe('P2P chunk exchange between two nodes', () => {
 
   it("with p2p on, B takes the chunks from A: B's chunk GETs at S3 drop by at least 90 %", async () => {
     await startB('b-on.toml', { peers: [aPeer] });
+    expect(statSync(path.join(homeOf(B), 'secrets', 'p2p-key')).mode & 0o777).toBe(0o600);
     const servedBefore = await metric(urlOf(A), 'aenv_p2p_served_chunks_total');
     const before = await blobGets();
     await createAndCheck(B);
