@@ -1,4 +1,4 @@
-import type { IrohEndpoint, Link, PeerAddress } from './iroh.js';
+import type { PeerAddress, PeerLink, PeerTransport } from './transport.js';
 import {
   authToken,
   decodeBitmap,
@@ -25,7 +25,7 @@ export class PeerError extends Error {
 }
 
 export interface PeerClientOptions {
-  readonly endpoint: IrohEndpoint;
+  readonly endpoint: PeerTransport;
   readonly apiKey: string;
   /** Requests in flight to one peer at once. */
   readonly perPeerLimit: number;
@@ -38,7 +38,7 @@ export interface PeerClientOptions {
  * peer is the caller's decision.
  */
 export class PeerClient {
-  private link: Promise<Link> | null = null;
+  private link: Promise<PeerLink> | null = null;
   private active = 0;
   private readonly waiting: (() => void)[] = [];
   private readonly token: Buffer;
@@ -124,7 +124,7 @@ export class PeerClient {
     }
   }
 
-  private async connection(): Promise<Link> {
+  private async connection(): Promise<PeerLink> {
     if (this.link) {
       const l = await this.link.catch(() => null);
       if (l?.alive) return l;

@@ -1,4 +1,4 @@
-import type { PeerAddress } from './iroh.js';
+import type { PeerAddress } from './transport.js';
 
 /**
  * Who may hold which chunks. An answer is a hint — the peer source asks each candidate what it

@@ -6,14 +6,15 @@ import type { NodeConfig } from '../config/schema.js';
 import { loadOrCreateSecret } from '../orchestrator/tokens.js';
 import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
 import { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
-import { IrohEndpoint, type PeerAddress } from './iroh.js';
+import { IrohEndpoint } from './iroh.js';
 import { ChunkMetrics } from './metrics.js';
 import { PeerChunkSource } from './peer-source.js';
 import { ChunkServer } from './server.js';
+import type { PeerAddress } from './transport.js';
 
 export { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
 export { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
-export type { PeerAddress } from './iroh.js';
+export type { PeerAddress, PeerTransport } from './transport.js';
 
 /** What the node's cluster heartbeat advertises when P2P is on. */
 export interface P2pAdvertisement {

@@ -6,25 +6,15 @@ import type {
   EndpointAddr as IrohEndpointAddr,
 } from '@number0/iroh';
 import { ALPN } from './protocol.js';
+import {
+  TransportError,
+  type IncomingLink,
+  type PeerAddress,
+  type PeerLink,
+  type PeerTransport,
+} from './transport.js';
 
 const { Endpoint, EndpointAddr, EndpointId, RelayMode, SecretKey, presetMinimal } = iroh;
-
-/** A peer as the directory knows it: its endpoint id (hex) and direct `ip:port` addresses. */
-export interface PeerAddress {
-  readonly id: string;
-  readonly addresses: readonly string[];
-}
-
-export class TransportError extends Error {
-  override name = 'TransportError';
-  constructor(
-    readonly kind: 'connect' | 'timeout' | 'stream' | 'closed',
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
 
 const ALPN_BYTES = toArray(Buffer.from(ALPN));
 
@@ -49,24 +39,7 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string, onTimeout?: () 
   return Promise.race([p, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** One request/response stream as the server sees it. */
-export interface IncomingRequest {
-  /** The request, at most `max` bytes (a longer one is an error). */
-  read(max: number, timeoutMs: number): Promise<Buffer>;
-  respond(data: Buffer, timeoutMs: number): Promise<void>;
-  abort(): void;
-}
-
-/** A connection from a peer whose endpoint id QUIC has verified. */
-export interface IncomingLink {
-  readonly remoteId: string;
-  /** The next stream the peer opened; null once the connection is gone. */
-  next(): Promise<IncomingRequest | null>;
-  close(reason: string): void;
-}
-
-/** A connection to a peer, for requests. */
-export class Link {
+class Link implements PeerLink {
   private dead = false;
 
   constructor(
@@ -119,7 +92,7 @@ export class Link {
  * This node's iroh endpoint: no relay, no discovery service, direct addresses only, speaking
  * only the chunk ALPN. The only module that touches the binding.
  */
-export class IrohEndpoint {
+export class IrohEndpoint implements PeerTransport {
   private constructor(private readonly ep: IrohEndpointHandle) {}
 
   static async bind(opts: { secretKey: Buffer; bindAddrs: readonly string[] }): Promise<IrohEndpoint> {
@@ -154,7 +127,7 @@ export class IrohEndpoint {
     return this.ep.boundSockets();
   }
 
-  async connect(peer: PeerAddress, timeoutMs: number): Promise<Link> {
+  async connect(peer: PeerAddress, timeoutMs: number): Promise<PeerLink> {
     let addr: IrohEndpointAddr;
     try {
       addr = new EndpointAddr(EndpointId.fromString(peer.id), null, [...peer.addresses]);

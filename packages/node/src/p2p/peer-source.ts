@@ -3,7 +3,7 @@ import type { ChunkRef, ChunkSession, ChunkSource } from '../snapshot/index.js';
 import { EMPTY_SESSION } from '../snapshot/index.js';
 import { PeerClient, PeerError, type PeerClientOptions, type PeerErrorKind } from './client.js';
 import type { PeerDirectory } from './directory.js';
-import type { PeerAddress } from './iroh.js';
+import type { PeerAddress } from './transport.js';
 
 export type PeerFault = PeerErrorKind | 'corrupt';
 

@@ -1,5 +1,5 @@
 import type { PeerDirectory } from './directory.js';
-import type { PeerAddress } from './iroh.js';
+import type { PeerAddress } from './transport.js';
 
 /**
  * The part of the scheduler's Connect client (scheduler.v1 SchedulerService) this directory uses;

@@ -1,4 +1,4 @@
-import type { IncomingLink, IncomingRequest } from './iroh.js';
+import type { IncomingLink, IncomingRequest } from './transport.js';
 import {
   authToken,
   decodeRequest,
