@@ -79,7 +79,9 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
     timeoutMs: p2p.requestTimeoutMs,
     observer: metrics,
   });
-  void endpoint.acceptLoop((link) => void server.serve(link), p2p.requestTimeoutMs);
+  void endpoint
+    .acceptLoop((link) => void server.serve(link), p2p.requestTimeoutMs)
+    .finally(() => o.logger.info('p2p endpoint closed'));
   const source: ChunkSource & { close(): void } = new PeerChunkSource({
     endpoint,
     apiKey: o.apiKey,

@@ -152,7 +152,15 @@ export class IrohEndpoint implements PeerTransport {
   /** Hands every incoming connection that completed its handshake to `onLink`, until close. */
   async acceptLoop(onLink: (link: IncomingLink) => void, maxHandshakeMs: number): Promise<void> {
     for (;;) {
-      const incoming = await this.ep.acceptNext().catch(() => null);
+      let incoming: Awaited<ReturnType<IrohEndpointHandle['acceptNext']>>;
+      try {
+        incoming = await this.ep.acceptNext();
+      } catch {
+        // One failed accept must not end serving; a closed endpoint does.
+        if (this.ep.isClosed()) return;
+        await new Promise((r) => setTimeout(r, 100));
+        continue;
+      }
       if (!incoming) return;
       void (async () => {
         const conn = await withTimeout(
