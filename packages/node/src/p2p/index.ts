@@ -6,6 +6,7 @@ import type { NodeConfig } from '../config/schema.js';
 import { loadOrCreateSecret } from '../orchestrator/tokens.js';
 import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
 import { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
+import { EndpointKeeper } from './endpoint-keeper.js';
 import { IrohEndpoint } from './iroh.js';
 import { ChunkMetrics } from './metrics.js';
 import { PeerChunkSource } from './peer-source.js';
@@ -19,6 +20,7 @@ export type { PeerAddress, PeerTransport } from './transport.js';
 /** What the node's cluster heartbeat advertises when P2P is on. */
 export interface P2pAdvertisement {
   readonly endpointId: string;
+  /** Current direct addresses (a port given as 0 changes when the endpoint is bound again). */
   readonly addresses: readonly string[];
   /** Up to `limit` chunk hashes this node can serve. */
   chunkKeys(limit: number): Promise<string[]>;
@@ -64,9 +66,16 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
     IrohEndpoint.newSecretKey().toString('hex'),
   );
   if (!/^[0-9a-f]{64}$/.test(secret)) throw new ConfigError('secrets/p2p-key is not 32 bytes of hex');
-  let endpoint: IrohEndpoint;
+  let endpoint: EndpointKeeper;
   try {
-    endpoint = await IrohEndpoint.bind({ secretKey: Buffer.from(secret, 'hex'), bindAddrs: p2p.bindAddrs });
+    endpoint = await EndpointKeeper.open({
+      secretKey: Buffer.from(secret, 'hex'),
+      bindAddrs: p2p.bindAddrs,
+      // No connection is handed over before `server` exists: that takes an await.
+      onLink: (link) => void server.serve(link),
+      handshakeMs: p2p.requestTimeoutMs,
+      logger: o.logger,
+    });
   } catch (e) {
     throw new ConfigError(
       `cannot open the p2p endpoint on ${p2p.bindAddrs.join(', ')}: ${(e as Error).message}`,
@@ -79,9 +88,6 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
     timeoutMs: p2p.requestTimeoutMs,
     observer: metrics,
   });
-  void endpoint
-    .acceptLoop((link) => void server.serve(link), p2p.requestTimeoutMs)
-    .finally(() => o.logger.info('p2p endpoint closed'));
   const source: ChunkSource & { close(): void } = new PeerChunkSource({
     endpoint,
     apiKey: o.apiKey,
@@ -99,7 +105,9 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
   return {
     advertisement: {
       endpointId: endpoint.id,
-      addresses: endpoint.addresses(),
+      get addresses() {
+        return endpoint.addresses();
+      },
       chunkKeys: (limit) => cached.hashes(limit),
     },
     async close() {

@@ -14,7 +14,7 @@ import {
   type PeerTransport,
 } from './transport.js';
 
-const { Endpoint, EndpointAddr, EndpointId, RelayMode, SecretKey, presetMinimal } = iroh;
+const { Endpoint, EndpointAddr, EndpointId, RelayMode, SecretKey, presetMinimal, setLogLevel } = iroh;
 
 const ALPN_BYTES = toArray(Buffer.from(ALPN));
 
@@ -96,6 +96,8 @@ export class IrohEndpoint implements PeerTransport {
   private constructor(private readonly ep: IrohEndpointHandle) {}
 
   static async bind(opts: { secretKey: Buffer; bindAddrs: readonly string[] }): Promise<IrohEndpoint> {
+    // iroh's own warnings (socket errors, a closing endpoint) go to the process's output.
+    setLogLevel('Warn' as Parameters<typeof setLogLevel>[0]);
     const b = Endpoint.builder();
     presetMinimal(b);
     b.relayMode(RelayMode.disabled());
@@ -121,6 +123,10 @@ export class IrohEndpoint implements PeerTransport {
   /** The direct addresses peers can dial. */
   addresses(): string[] {
     return this.ep.addr().directAddresses();
+  }
+
+  isClosed(): boolean {
+    return this.ep.isClosed();
   }
 
   boundSockets(): string[] {
