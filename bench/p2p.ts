@@ -13,15 +13,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { IrohEndpoint } from '../packages/node/src/p2p/iroh.js';
-import {
-  api,
-  cleanSandboxes,
-  startServer,
-  useSdkEnv,
-  type TestServer,
-} from '../packages/node/test/e2e/server-fixture.js';
+import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { metric, nodeConfig, writeP2pKey } from '../packages/node/test/p2p/helpers.js';
-import { startS3, type S3Server } from '../packages/node/test/snapshot/helpers.js';
+import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import { benchNode, borrowBaseRootfs, type BenchNode } from './bench-node.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, percentile, timeMs } from './stats.js';

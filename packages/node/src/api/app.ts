@@ -4,30 +4,30 @@ import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { NodeConfig } from '../config/schema.js';
-import type { NodeMetrics } from '../metrics/node-metrics.js';
-import type { Orchestrator } from '../orchestrator/orchestrator.js';
-import { routeRequest } from '../proxy/route.js';
-import type { SandboxProxy } from '../proxy/proxy.js';
-import { checkApiKey } from './auth.js';
+import { checkApiKey } from '@agentenv/common';
+import type { NodeConfig } from '../config/index.js';
+import type { NodeMetrics } from '../metrics/index.js';
+import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
+import { routeRequest, signedFilesRoute, type SandboxProxy, type SandboxRoute } from '../proxy/index.js';
+import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
-import { sandboxRoutes } from './routes/sandboxes.js';
-import { snapshotRoutes } from './routes/snapshots.js';
-import { systemRoutes } from './routes/system.js';
-import { templateRoutes } from './routes/templates.js';
-import type { SnapshotCatalog } from '../orchestrator/seams.js';
-import type { BuiltTemplates } from '../templates/built.js';
-import type { BuildFiles } from '../templates/builds/files.js';
-import type { ColdImages } from '../templates/cold.js';
+import {
+  sandboxRoutes,
+  snapshotRoutes,
+  systemRoutes,
+  templateRoutes,
+  type SandboxRoutesOptions,
+} from './routes/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
   apiKey: string;
   orchestrator: Orchestrator;
   snapshots: SnapshotCatalog;
-  templates: { built: BuiltTemplates; files: BuildFiles; cold: ColdImages };
+  templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
 }
@@ -46,10 +46,14 @@ export async function buildApp(
   deps: AppDeps,
 ): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
   const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.handle(route, req, res);
+      const route = sandboxRoute(req);
+      if (route === 'no-match') sendUnsigned(res);
+      else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -111,6 +115,7 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+    usage: deps.usage,
   });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
@@ -121,11 +126,17 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     templates: deps.templates.built,
     files: deps.templates.files,
-    cold: deps.templates.cold,
     snapshots: deps.snapshots,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/** A signed /files URL that no sandbox's token produced: what envd answers for a forged one. */
+function sendUnsigned(res: ServerResponse): void {
+  const body = JSON.stringify({ code: 401, message: 'invalid signature' });
+  res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }

@@ -1,9 +1,8 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
-import { ConfigError } from '../config/load.js';
-import type { NodeConfig } from '../config/schema.js';
-import { loadOrCreateSecret } from '../orchestrator/tokens.js';
+import { ConfigError, type NodeConfig } from '../config/index.js';
+import { loadOrCreateSecret } from '../security/index.js';
 import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
 import { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
 import { EndpointKeeper } from './endpoint-keeper.js';

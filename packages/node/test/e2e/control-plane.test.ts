@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from './server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
 let sandboxId: string;
 
@@ -161,7 +161,7 @@ describe('native additions', () => {
     const nodes = await api('GET', '/nodes');
     expect(nodes.json[0]).toMatchObject({ status: 'ready', sandboxCount: expect.any(Number) });
     const logs = await api('GET', `/sandboxes/${sandboxId}/logs`);
-    expect((logs.json.logs as { line: string }[]).map((l) => l.line)).toContain('sandbox paused');
+    expect((logs.json.logEntries as { message: string }[]).map((l) => l.message)).toContain('sandbox paused');
   });
 
   it('changes egress rules at run time', async () => {

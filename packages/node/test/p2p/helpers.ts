@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { S3Server } from '../snapshot/helpers.js';
+import type { S3Server } from '@agentenv/test-support/snapshot';
 
 const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
 export const homeOf = (instance: number) => `${SHARED_HOME}/instances/${instance}`;

@@ -20,8 +20,8 @@ import {
   urlOf,
   useSdkEnv,
   type TestServer,
-} from '../e2e/server-fixture.js';
-import { startS3, type S3Server } from '../snapshot/helpers.js';
+} from '@agentenv/test-support/server';
+import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   homeOf,
   metric,

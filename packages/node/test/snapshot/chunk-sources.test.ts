@@ -13,7 +13,7 @@ import {
   type ChunkSession,
   type ChunkSource,
 } from '../../src/snapshot/index.js';
-import { captureDigest, fileFixtures, randomPages, writeCapture } from './helpers.js';
+import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 
 const fx = fileFixtures();
 

@@ -1,0 +1,4 @@
+export { sandboxRoutes, type SandboxRoutesOptions } from './sandboxes.js';
+export { snapshotRoutes } from './snapshots.js';
+export { systemRoutes } from './system.js';
+export { templateRoutes } from './templates.js';
