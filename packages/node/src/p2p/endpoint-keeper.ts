@@ -5,9 +5,12 @@ import type { IncomingLink, PeerAddress, PeerLink, PeerTransport } from './trans
 const MAX_BACKOFF_MS = 30_000;
 
 /**
- * This node's endpoint, kept open: if it stops accepting without being closed here (iroh ended
- * it), it is bound again with the same key and addresses, so peers reach the same id, after a
- * growing pause between attempts. Dialling goes through whichever endpoint is current.
+ * This node's endpoint, kept open: if it stops accepting without being closed here, it is bound
+ * again. iroh rebinds its sockets when the host's network changes (the node adds and removes
+ * sandbox interfaces), and a rebind to the same port fails with EADDRINUSE and leaves the
+ * endpoint with closed sockets (seen in its warnings). It is then bound again with the same key
+ * and addresses, so peers reach the same id, after a growing pause between attempts. Dialling
+ * goes through whichever endpoint is current.
  */
 export class EndpointKeeper implements PeerTransport {
   private closing = false;

@@ -16,6 +16,18 @@ import {
 
 const { Endpoint, EndpointAddr, EndpointId, RelayMode, SecretKey, presetMinimal, setLogLevel } = iroh;
 
+let warningsShown = false;
+
+/**
+ * iroh's own warnings (socket errors, failed rebinds) go to the process's output. The binding
+ * installs a global subscriber and aborts the process when asked a second time: once only.
+ */
+function showIrohWarnings(): void {
+  if (warningsShown) return;
+  warningsShown = true;
+  setLogLevel('Warn' as Parameters<typeof setLogLevel>[0]);
+}
+
 const ALPN_BYTES = toArray(Buffer.from(ALPN));
 
 /**
@@ -96,8 +108,7 @@ export class IrohEndpoint implements PeerTransport {
   private constructor(private readonly ep: IrohEndpointHandle) {}
 
   static async bind(opts: { secretKey: Buffer; bindAddrs: readonly string[] }): Promise<IrohEndpoint> {
-    // iroh's own warnings (socket errors, a closing endpoint) go to the process's output.
-    setLogLevel('Warn' as Parameters<typeof setLogLevel>[0]);
+    showIrohWarnings();
     const b = Endpoint.builder();
     presetMinimal(b);
     b.relayMode(RelayMode.disabled());
