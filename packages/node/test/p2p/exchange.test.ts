@@ -109,7 +109,8 @@ describe('chunk exchange over iroh on loopback', () => {
       timeoutMs: 5000,
     });
     opened.push(intruder);
-    await expect(intruder.get(sha(chunks[0]!), 4096)).rejects.toMatchObject({ kind: 'refused' });
+    // UNAUTHORIZED, or the connection closed before that answer arrived: no bytes either way.
+    await expect(intruder.get(sha(chunks[0]!), 4096)).rejects.toBeInstanceOf(PeerError);
     await expect(intruder.have([sha(chunks[0]!)])).rejects.toBeInstanceOf(PeerError);
     expect(holder.reads).toBe(0);
     expect(refusals).toContain('unauthorized');
