@@ -1,3 +1,4 @@
+export { eventRoutes } from './events.js';
 export { sandboxRoutes, type SandboxRoutesOptions } from './sandboxes.js';
 export { snapshotRoutes } from './snapshots.js';
 export { systemRoutes } from './system.js';
