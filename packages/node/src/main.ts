@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { createSchedulerClient } from '@agentenv/scheduler';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
@@ -116,9 +117,16 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const schedulerUrl = config.cluster.schedulerUrl;
   const chunks = await startChunkExchange({
     config,
     apiKey,
+    ...(schedulerUrl && {
+      scheduler: {
+        lookup: createSchedulerClient({ url: schedulerUrl, apiKey }),
+        nodeId: config.nodeIdentity.nodeId,
+      },
+    }),
     store: snapshotStore,
     cache: snapshotCache,
     registry: metrics.registry,
@@ -168,6 +176,7 @@ async function main(): Promise<void> {
         repository: snapshotStore,
         events,
         logger,
+        p2p: chunks.advertisement,
       })
     : undefined;
   const recovered = orchestrator.recover();

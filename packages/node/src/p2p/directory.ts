@@ -1,21 +1,33 @@
 import type { PeerAddress } from './transport.js';
 
 /**
- * Who may hold which chunks. An answer is a hint — the peer source asks each candidate what it
- * really has — so a directory may be stale or, like the static one, know nothing per chunk.
+ * Who may hold chunks of a materialisation. An answer is a hint — the peer source asks each peer
+ * which of the chunks it really has — so a directory may be stale, know only a sample of each
+ * peer's chunks (the scheduler's index) or nothing per chunk (the static list).
  */
 export interface PeerDirectory {
-  /** Candidate peers for each of `hashes` (a hash without candidates may be left out). */
-  candidates(hashes: readonly string[]): Promise<ReadonlyMap<string, readonly PeerAddress[]>>;
+  /** Peers that may hold some of `hashes`, likeliest first. */
+  peers(hashes: readonly string[]): Promise<readonly PeerAddress[]>;
 }
 
-/** The peers listed in `[p2p] peers`: every one is a candidate for every chunk. */
+/** The peers listed in `[p2p] peers`: every one may hold anything. */
 export class StaticPeerDirectory implements PeerDirectory {
-  constructor(private readonly peers: readonly PeerAddress[]) {}
+  constructor(private readonly listed: readonly PeerAddress[]) {}
 
-  candidates(hashes: readonly string[]): Promise<ReadonlyMap<string, readonly PeerAddress[]>> {
-    const all = this.peers;
-    return Promise.resolve(new Map(all.length ? hashes.map((h) => [h, all] as const) : []));
+  peers(): Promise<readonly PeerAddress[]> {
+    return Promise.resolve(this.listed);
+  }
+}
+
+/** The peers of several directories, in their order, each endpoint once; a failing one adds none. */
+export class CombinedPeerDirectory implements PeerDirectory {
+  constructor(private readonly directories: readonly PeerDirectory[]) {}
+
+  async peers(hashes: readonly string[]): Promise<readonly PeerAddress[]> {
+    const answers = await Promise.all(this.directories.map((d) => d.peers(hashes).catch(() => [])));
+    const out = new Map<string, PeerAddress>();
+    for (const p of answers.flat()) if (!out.has(p.id)) out.set(p.id, p);
+    return [...out.values()];
   }
 }
 

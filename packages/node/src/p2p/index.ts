@@ -4,11 +4,13 @@ import type { Registry } from 'prom-client';
 import { ConfigError, type NodeConfig } from '../config/index.js';
 import { loadOrCreateSecret } from '../security/index.js';
 import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
-import { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
+import { CombinedPeerDirectory, parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
 import { EndpointKeeper } from './endpoint-keeper.js';
 import { IrohEndpoint } from './iroh.js';
 import { ChunkMetrics } from './metrics.js';
 import { PeerChunkSource } from './peer-source.js';
+import { chunkSample } from './sample.js';
+import { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
 import { ChunkServer } from './server.js';
 import type { PeerAddress } from './transport.js';
 
@@ -21,7 +23,7 @@ export interface P2pAdvertisement {
   readonly endpointId: string;
   /** Current direct addresses (a port given as 0 changes when the endpoint is bound again). */
   readonly addresses: readonly string[];
-  /** Up to `limit` chunk hashes this node can serve. */
+  /** Up to `limit` chunk hashes this node can serve: a sample of every capture it caches. */
   chunkKeys(limit: number): Promise<string[]>;
 }
 
@@ -38,8 +40,8 @@ export interface ChunkExchangeOptions {
   readonly cache: RuntimeCache;
   readonly registry: Registry;
   readonly logger: Logger;
-  /** Where peers are found; default the static `[p2p] peers`. */
-  readonly directory?: PeerDirectory;
+  /** In a cluster: peers are also found in the scheduler's chunk index. */
+  readonly scheduler?: { readonly lookup: ChunkPeerLookup; readonly nodeId: string };
 }
 
 /**
@@ -93,12 +95,12 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
     perPeerLimit: p2p.perPeerLimit,
     timeoutMs: p2p.requestTimeoutMs,
     penaltyMs: p2p.penaltySecs * 1000,
-    directory: o.directory ?? new StaticPeerDirectory(peers),
+    directory: peerDirectory(peers, o.scheduler),
     observer: metrics,
   });
   o.store.setChunkSources([cached, source], metrics);
   o.logger.info(
-    { endpointId: endpoint.id, addresses: endpoint.addresses(), peers: peers.length },
+    { endpointId: endpoint.id, addresses: endpoint.addresses(), peers: peers.length, index: !!o.scheduler },
     'p2p chunk exchange listening',
   );
   return {
@@ -107,7 +109,7 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
       get addresses() {
         return endpoint.addresses();
       },
-      chunkKeys: (limit) => cached.hashes(limit),
+      chunkKeys: async (limit) => chunkSample(await cached.sortedHashesByCapture(), limit),
     },
     async close() {
       o.store.setChunkSources([cached], metrics);
@@ -116,4 +118,14 @@ export async function startChunkExchange(o: ChunkExchangeOptions): Promise<Chunk
       await endpoint.close();
     },
   };
+}
+
+/** The static `[p2p] peers`, and in a cluster the scheduler's chunk index too. */
+function peerDirectory(
+  peers: readonly PeerAddress[],
+  scheduler: ChunkExchangeOptions['scheduler'],
+): PeerDirectory {
+  const index = scheduler && new SchedulerPeerDirectory(scheduler.lookup, scheduler.nodeId);
+  if (!index) return new StaticPeerDirectory(peers);
+  return peers.length ? new CombinedPeerDirectory([new StaticPeerDirectory(peers), index]) : index;
 }

@@ -15,16 +15,20 @@ export interface PeerChunkSourceOptions extends PeerClientOptions {
   readonly directory: PeerDirectory;
   /** How long a peer that failed or sent wrong bytes is left out. */
   readonly penaltyMs: number;
+  /** Peers asked per materialisation (default 8), the directory's likeliest first. */
+  readonly maxPeers?: number;
   readonly observer?: PeerObserver;
   readonly now?: () => number;
 }
 
+const MAX_PEERS = 8;
+
 const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
 /**
- * Chunks from other nodes. A materialisation first asks each candidate peer (from the
- * directory) which of its chunks it holds; then every chunk goes to the least busy peer that
- * has it, verified before it is handed on. A peer that fails, or sends bytes that do not match
+ * Chunks from other nodes. A materialisation first asks each peer the directory names which of
+ * its chunks it holds; then every chunk goes to the least busy peer that has it, verified before
+ * it is handed on. A peer that fails, or sends bytes that do not match
  * the hash, is left out for `penaltyMs`; a chunk no healthy peer delivers is a miss (the
  * repository serves it).
  */
@@ -39,23 +43,18 @@ export class PeerChunkSource implements ChunkSource {
   }
 
   async begin(chunks: readonly ChunkRef[]): Promise<ChunkSession> {
-    const hashes = chunks.map(([h]) => h);
-    const candidates = await this.o.directory.candidates(hashes).catch(() => null);
-    if (!candidates?.size) return EMPTY_SESSION;
-    const asked = new Map<string, { peer: PeerAddress; hashes: string[] }>();
-    for (const [hash, peers] of candidates) {
-      for (const peer of peers) {
-        if (peer.id === this.o.endpoint.id || this.penalised(peer.id)) continue;
-        const e = asked.get(peer.id) ?? { peer, hashes: [] };
-        e.hashes.push(hash);
-        asked.set(peer.id, e);
-      }
-    }
+    const hashes = [...new Set(chunks.map(([h]) => h))];
+    const found = await this.o.directory.peers(hashes).catch(() => []);
+    const asked = found
+      .filter((p) => p.id !== this.o.endpoint.id && !this.penalised(p.id))
+      .slice(0, this.o.maxPeers ?? MAX_PEERS);
+    if (!asked.length) return EMPTY_SESSION;
+    // Every peer is asked about every chunk: a directory knows at best a sample of what each holds.
     const holders = new Map<string, PeerClient[]>();
     await Promise.all(
-      [...asked.values()].map(async ({ peer, hashes: wanted }) => {
+      asked.map(async (peer) => {
         const client = this.client(peer);
-        const held = await client.have(wanted).catch((e: unknown) => this.fail(peer.id, e));
+        const held = await client.have(hashes).catch((e: unknown) => this.fail(peer.id, e));
         for (const h of held ?? []) holders.set(h, [...(holders.get(h) ?? []), client]);
       }),
     );

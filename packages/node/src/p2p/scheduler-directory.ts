@@ -1,4 +1,5 @@
 import type { PeerDirectory } from './directory.js';
+import { chunkSample, sortedDistinct } from './sample.js';
 import type { PeerAddress } from './transport.js';
 
 /**
@@ -6,7 +7,10 @@ import type { PeerAddress } from './transport.js';
  * the generated client fits it as it is.
  */
 export interface ChunkPeerLookup {
-  findChunkPeers(req: { keys: string[]; excludeNodeId: string; maxPeers: number }): Promise<{
+  findChunkPeers(
+    req: { keys: string[]; excludeNodeId: string; maxPeers: number },
+    options: { timeoutMs: number },
+  ): Promise<{
     results: readonly {
       key: string;
       peers: readonly { nodeId: string; endpoint?: { endpointId: string; addresses: readonly string[] } }[];
@@ -14,37 +18,47 @@ export interface ChunkPeerLookup {
   }>;
 }
 
-/** Keys per FindChunkPeers call, so one lookup stays a small message. */
-const BATCH = 4096;
+/** Keys of one FindChunkPeers call: the scheduler's limit per call. */
+export const LOOKUP_KEYS = 1024;
+/** A materialisation waits this long at most for the scheduler before using the repository. */
+const LOOKUP_TIMEOUT_MS = 5000;
 
 /**
- * Candidates from the scheduler's chunk index (built from the chunk keys nodes advertise in
- * their heartbeats). A lookup that fails leaves those chunks without candidates: they come from
- * the repository.
+ * Peers from the scheduler's chunk index. Nodes advertise a bounded sample of the chunks they
+ * hold — per cached capture, its smallest hashes (`chunkSample`) — so one lookup of the smallest
+ * hashes a materialisation needs finds every node holding a capture that shares chunks with it,
+ * whatever the capture's size. Peers are ranked by how many of the looked-up chunks they hold.
+ * A failed lookup gives no peers: the chunks come from the repository.
  */
 export class SchedulerPeerDirectory implements PeerDirectory {
   constructor(
     private readonly scheduler: ChunkPeerLookup,
     private readonly selfNodeId: string,
-    private readonly maxPeers = 4,
+    private readonly maxPeersPerKey = 8,
   ) {}
 
-  async candidates(hashes: readonly string[]): Promise<ReadonlyMap<string, readonly PeerAddress[]>> {
-    const out = new Map<string, PeerAddress[]>();
-    for (let i = 0; i < hashes.length; i += BATCH) {
-      const keys = hashes.slice(i, i + BATCH);
-      const res = await this.scheduler
-        .findChunkPeers({ keys, excludeNodeId: this.selfNodeId, maxPeers: this.maxPeers })
-        .catch(() => null);
-      for (const r of res?.results ?? []) {
-        const peers = r.peers.flatMap((p) =>
-          p.endpoint?.endpointId && p.endpoint.addresses.length && p.nodeId !== this.selfNodeId
-            ? [{ id: p.endpoint.endpointId, addresses: [...p.endpoint.addresses] }]
-            : [],
-        );
-        if (peers.length) out.set(r.key, peers);
+  async peers(hashes: readonly string[]): Promise<readonly PeerAddress[]> {
+    const keys = chunkSample([sortedDistinct(hashes)], LOOKUP_KEYS);
+    if (!keys.length) return [];
+    const res = await this.scheduler
+      .findChunkPeers(
+        { keys, excludeNodeId: this.selfNodeId, maxPeers: this.maxPeersPerKey },
+        { timeoutMs: LOOKUP_TIMEOUT_MS },
+      )
+      .catch(() => null);
+    const found = new Map<string, { peer: PeerAddress; keys: number }>();
+    for (const r of res?.results ?? []) {
+      for (const p of r.peers) {
+        const ep = p.endpoint;
+        if (!ep?.endpointId || !ep.addresses.length || p.nodeId === this.selfNodeId) continue;
+        const f = found.get(ep.endpointId) ?? {
+          peer: { id: ep.endpointId, addresses: [...ep.addresses] },
+          keys: 0,
+        };
+        f.keys++;
+        found.set(ep.endpointId, f);
       }
     }
-    return out;
+    return [...found.values()].sort((a, b) => b.keys - a.keys).map((f) => f.peer);
   }
 }

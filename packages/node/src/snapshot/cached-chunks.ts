@@ -15,6 +15,12 @@ interface Location {
   readonly bytes: number;
 }
 
+interface EntryIndex {
+  readonly locations: ReadonlyMap<string, Location>;
+  /** The capture's distinct chunk hashes, ascending. */
+  readonly sorted: readonly string[];
+}
+
 /**
  * The chunks of the captures in this node's runtime cache, found by hash: a capture being
  * materialised takes the chunks it shares with cached ones from local disk, and peers are
@@ -24,7 +30,7 @@ interface Location {
  */
 export class CachedChunks implements ChunkSource {
   readonly name = 'cache';
-  private readonly byEntry = new Map<string, Map<string, Location>>();
+  private readonly byEntry = new Map<string, EntryIndex>();
   /** Entries whose manifest could not be read, and when to try again. */
   private readonly retryAt = new Map<string, number>();
   private refreshing: Promise<void> | null = null;
@@ -58,22 +64,15 @@ export class CachedChunks implements ChunkSource {
     return data && sha256(data) === hash ? data : null;
   }
 
-  /** Up to `limit` chunk hashes held, for announcing to a cluster index. */
-  async hashes(limit: number): Promise<string[]> {
+  /** Per cached capture, the hashes of its chunks in ascending order (for announcing a sample). */
+  async sortedHashesByCapture(): Promise<(readonly string[])[]> {
     await this.refresh();
-    const out = new Set<string>();
-    for (const m of this.byEntry.values()) {
-      for (const h of m.keys()) {
-        if (out.size >= limit) return [...out];
-        out.add(h);
-      }
-    }
-    return [...out];
+    return [...this.byEntry.values()].map((e) => e.sorted);
   }
 
   private locate(hash: string): Location | undefined {
-    for (const m of this.byEntry.values()) {
-      const loc = m.get(hash);
+    for (const e of this.byEntry.values()) {
+      const loc = e.locations.get(hash);
       if (loc) return loc;
     }
     return undefined;
@@ -116,17 +115,17 @@ export class CachedChunks implements ChunkSource {
     }
   }
 
-  private async indexEntry(id: string): Promise<Map<string, Location>> {
+  private async indexEntry(id: string): Promise<EntryIndex> {
     const manifest = await this.store.readManifest(await this.store.getRecord(id));
     const dir = join(this.cache.dir, id);
-    const index = new Map<string, Location>();
+    const locations = new Map<string, Location>();
     for (const f of manifest.files) {
       let offset = 0;
       for (const [hash, bytes] of f.chunks) {
-        if (!index.has(hash)) index.set(hash, { dir, file: f.name, offset, bytes });
+        if (!locations.has(hash)) locations.set(hash, { dir, file: f.name, offset, bytes });
         offset += bytes;
       }
     }
-    return index;
+    return { locations, sorted: [...locations.keys()].sort() };
   }
 }
