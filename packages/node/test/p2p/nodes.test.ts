@@ -2,13 +2,15 @@
  * Two real nodes sharing an S3 repository (s3rver, which counts the requests it serves): node A
  * takes a snapshot and starts from it, then node B starts from the same snapshot, with P2P off
  * (every chunk from S3) and on (chunks from A), with a peer that lies about the bytes, and with A
- * killed while B is fetching from it.
+ * killed while B is fetching from it. A is a member of a cluster (a real aenv-scheduler), so B can
+ * also find it through the scheduler's chunk index instead of a static peer list.
  */
 import { Sandbox } from 'e2b';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSchedulerClient } from '@agentenv/scheduler';
 import { PeerClient } from '../../src/p2p/client.js';
 import { IrohEndpoint } from '../../src/p2p/iroh.js';
 import { createRepository, SnapshotStore } from '../../src/snapshot/index.js';
@@ -21,6 +23,7 @@ import {
   useSdkEnv,
   type TestServer,
 } from '@agentenv/test-support/server';
+import { startSchedulerProcess, type SchedulerProcess } from '@agentenv/test-support/cluster';
 import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   homeOf,
@@ -37,11 +40,13 @@ const A = 1;
 const B = 2;
 const A_P2P = '127.0.0.1:19601';
 const PREFIX = 'p2p-test';
+const SCHEDULER_PORT = 22100;
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-p2p-'));
 const aKey = IrohEndpoint.newSecretKey();
 const aPeer = `${IrohEndpoint.idOf(aKey)}@${A_P2P}`;
 
 let s3: S3Server;
+let scheduler: SchedulerProcess;
 let nodeA: TestServer | undefined;
 let nodeB: TestServer | undefined;
 let snapshotId = '';
@@ -49,15 +54,24 @@ let blobSum = '';
 
 async function startA(): Promise<TestServer> {
   const config = nodeConfig(dir, 'a.toml', s3, PREFIX, { bindAddrs: [A_P2P, '[::1]:0'] });
-  return startServer({ AENV_CONFIG_PATH: config, AENV_POOL_SIZE: '0' }, A);
+  return startServer({ AENV_CONFIG_PATH: config, AENV_POOL_SIZE: '0', ...member('p2p-node-a') }, A);
+}
+
+/** The environment of a node joining the test's cluster as `nodeId`. */
+function member(nodeId: string): Record<string, string> {
+  return { AENV_SCHEDULER_URL: scheduler.url, AENV_NODE_ID: nodeId };
 }
 
 /** B with an empty runtime cache. */
-async function startB(name: string, p2p?: Parameters<typeof nodeConfig>[4]): Promise<TestServer> {
+async function startB(
+  name: string,
+  p2p?: Parameters<typeof nodeConfig>[4],
+  env: Record<string, string> = {},
+): Promise<TestServer> {
   await nodeB?.stop();
   resetNode(B);
   const config = nodeConfig(dir, name, s3, PREFIX, p2p);
-  nodeB = await startServer({ AENV_CONFIG_PATH: config, AENV_POOL_SIZE: '0' }, B);
+  nodeB = await startServer({ AENV_CONFIG_PATH: config, AENV_POOL_SIZE: '0', ...env }, B);
   return nodeB;
 }
 
@@ -78,6 +92,11 @@ async function createAndCheck(instance: number): Promise<void> {
 describe('P2P chunk exchange between two nodes', () => {
   beforeAll(async () => {
     s3 = await startS3();
+    scheduler = await startSchedulerProcess({
+      port: SCHEDULER_PORT,
+      apiKey: API_KEY,
+      heartbeatIntervalMs: 500,
+    });
     resetNode(A);
     resetNode(B);
     writeP2pKey(homeOf(A), aKey);
@@ -106,6 +125,7 @@ describe('P2P chunk exchange between two nodes', () => {
     if (nodeA?.child.signalCode === 'SIGKILL') await (await startA()).stop();
     resetNode(A);
     resetNode(B);
+    await scheduler?.stop();
     await s3?.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -197,6 +217,34 @@ describe('P2P chunk exchange between two nodes', () => {
     } finally {
       await evil.stop();
     }
+  });
+
+  it("in a cluster, B finds A through the scheduler's chunk index (no static peers): S3 GETs drop by at least 90 %", async () => {
+    const repository = createRepository(s3.config(PREFIX));
+    await repository.open();
+    const store = new SnapshotStore({ repository });
+    const manifest = await store.readManifest(await store.getRecord(snapshotId));
+    await repository.close();
+    const smallest = [...new Set(manifest.files.flatMap((f) => f.chunks.map(([h]) => h)))]
+      .sort()
+      .slice(0, 16);
+    const index = createSchedulerClient({ url: scheduler.url, apiKey: API_KEY });
+    // A's heartbeat has carried its endpoint and its sample of the snapshot's chunks.
+    await until('the scheduler indexing A as a holder of the snapshot', async () => {
+      const res = await index
+        .findChunkPeers({ keys: smallest, excludeNodeId: 'p2p-node-b', maxPeers: 4 }, { timeoutMs: 5000 })
+        .catch(() => null);
+      return !!res?.results.some((r) =>
+        r.peers.some((p) => p.nodeId === 'p2p-node-a' && p.endpoint?.endpointId),
+      );
+    });
+    await startB('b-index.toml', {}, member('p2p-node-b'));
+    const before = await blobGets();
+    await createAndCheck(B);
+    const indexGets = (await blobGets()) - before;
+    console.log(`B's blob GETs at S3: ${offGets} with p2p off, ${indexGets} with peers from the scheduler`);
+    expect(indexGets).toBeLessThanOrEqual(offGets * 0.1);
+    expect(await metric(urlOf(B), 'aenv_chunk_fetch_chunks_total', { source: 'peers' })).toBeGreaterThan(100);
   });
 
   it("A's endpoint killed mid-transfer: B completes from S3 and the sandbox starts", async () => {
