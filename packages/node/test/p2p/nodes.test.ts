@@ -79,6 +79,19 @@ async function blobGets(): Promise<number> {
   return (await s3.requests())['GET blob'] ?? 0;
 }
 
+/** The snapshot's chunks ([hash, bytes]) as its manifest in S3 lists them. */
+async function snapshotChunks(): Promise<(readonly [string, number])[]> {
+  const repository = createRepository(s3.config(PREFIX));
+  await repository.open();
+  try {
+    const store = new SnapshotStore({ repository });
+    const manifest = await store.readManifest(await store.getRecord(snapshotId));
+    return manifest.files.flatMap((f) => f.chunks);
+  } finally {
+    await repository.close();
+  }
+}
+
 /** Creates a sandbox from the snapshot on `instance` and checks its file came through whole. */
 async function createAndCheck(instance: number): Promise<void> {
   useSdkEnv(urlOf(instance));
@@ -160,11 +173,7 @@ describe('P2P chunk exchange between two nodes', () => {
   });
 
   it('a peer without the cluster key gets nothing from A', async () => {
-    const repository = createRepository(s3.config(PREFIX));
-    await repository.open();
-    const store = new SnapshotStore({ repository });
-    const manifest = await store.readManifest(await store.getRecord(snapshotId));
-    const [hash, bytes] = manifest.files.find((f) => f.chunks.length)!.chunks[0]!;
+    const [hash, bytes] = (await snapshotChunks())[0]!;
     const endpoint = await IrohEndpoint.bind({
       secretKey: IrohEndpoint.newSecretKey(),
       bindAddrs: ['127.0.0.1:0'],
@@ -194,7 +203,6 @@ describe('P2P chunk exchange between two nodes', () => {
       member.close();
     } finally {
       await endpoint.close();
-      await repository.close();
     }
   });
 
@@ -220,14 +228,7 @@ describe('P2P chunk exchange between two nodes', () => {
   });
 
   it("in a cluster, B finds A through the scheduler's chunk index (no static peers): S3 GETs drop by at least 90 %", async () => {
-    const repository = createRepository(s3.config(PREFIX));
-    await repository.open();
-    const store = new SnapshotStore({ repository });
-    const manifest = await store.readManifest(await store.getRecord(snapshotId));
-    await repository.close();
-    const smallest = [...new Set(manifest.files.flatMap((f) => f.chunks.map(([h]) => h)))]
-      .sort()
-      .slice(0, 16);
+    const smallest = [...new Set((await snapshotChunks()).map(([h]) => h))].sort().slice(0, 16);
     const index = createSchedulerClient({ url: scheduler.url, apiKey: API_KEY });
     // A's heartbeat has carried its endpoint and its sample of the snapshot's chunks.
     await until('the scheduler indexing A as a holder of the snapshot', async () => {
