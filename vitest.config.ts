@@ -100,6 +100,17 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
+        test: {
+          name: 'p2p',
+          include: ['packages/node/test/p2p/**/*.test.ts'],
+          // Real iroh endpoints on loopback, and two real nodes sharing an S3 repository.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
         test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],

@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { createSchedulerClient } from '@agentenv/scheduler';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
@@ -8,6 +9,7 @@ import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
 import { MetricsHistory, MetricsSampler, NodeMetrics } from './metrics/index.js';
 import { NetworkManager } from './network/index.js';
+import { startChunkExchange } from './p2p/index.js';
 import {
   LocalCaptureDirs,
   observeAll,
@@ -127,6 +129,22 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const schedulerUrl = config.cluster.schedulerUrl;
+  const chunks = await startChunkExchange({
+    config,
+    apiKey,
+    ...(schedulerUrl && {
+      scheduler: {
+        lookup: createSchedulerClient({ url: schedulerUrl, apiKey }),
+        nodeId: config.nodeIdentity.nodeId,
+      },
+    }),
+    store: snapshotStore,
+    cache: snapshotCache,
+    registry: metrics.registry,
+    logger,
+  });
+  undoStartup.push(() => chunks.close());
   const events = new SandboxEventLog(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
@@ -170,6 +188,7 @@ async function main(): Promise<void> {
         repository: snapshotStore,
         events,
         logger,
+        p2p: chunks.advertisement,
       })
     : undefined;
   const recovered = orchestrator.recover();
@@ -223,6 +242,7 @@ async function main(): Promise<void> {
       () => agent?.stop(),
       () => base.close(),
       () => app.close(),
+      () => chunks.close(),
       () => proxy.close(),
       () => driver.close(),
       () => network.shutdown(),

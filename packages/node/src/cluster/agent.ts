@@ -5,7 +5,13 @@ import { SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/sc
 import { fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import type { Logger } from 'pino';
 import type { SandboxEvent, SandboxEventLog } from './sandbox-events.js';
-import { heartbeatRequest, type HostStats, type NodeIdentity, type RosterSource } from './report.js';
+import {
+  heartbeatRequest,
+  type HostStats,
+  type NodeIdentity,
+  type P2pReport,
+  type RosterSource,
+} from './report.js';
 
 export interface ClusterAgentDeps {
   client: SchedulerClient;
@@ -14,6 +20,7 @@ export interface ClusterAgentDeps {
   records: () => readonly RosterSource[];
   host: () => Promise<HostStats>;
   cacheKeys: () => Promise<string[]>;
+  p2p?: () => Promise<P2pReport>;
   events: SandboxEventLog;
   logger: Logger;
   /** Until the scheduler names its own interval. */
@@ -109,6 +116,7 @@ export class ClusterAgent {
         host: await this.d.host(),
         limits: this.d.limits,
         cacheKeys: await this.d.cacheKeys(),
+        ...(this.d.p2p && { p2p: await this.d.p2p() }),
       });
       const res = await this.d.client.heartbeat(req, { timeoutMs: 5000 });
       if (res.intervalMs >= 100) this.intervalMs = res.intervalMs;

@@ -54,6 +54,14 @@ export function defaults(env: Env): NodeConfig {
       hostRange: '10.201.0.0/16',
       nodeTag: 'n0',
     },
+    p2p: {
+      enabled: false,
+      bindAddrs: ['0.0.0.0:9092'],
+      peers: [],
+      perPeerLimit: 8,
+      requestTimeoutMs: 10_000,
+      penaltySecs: 60,
+    },
     nodeIdentity: { nodeId: env.HOSTNAME || hostname(), clusterId: 'default' },
     cluster: {},
   };
@@ -99,6 +107,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
+  if (env.AENV_P2P_ENABLED) set(['p2p', 'enabled'], /^(1|true|yes|on)$/i.test(env.AENV_P2P_ENABLED));
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
   if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
   const scheduler = env.AENV_SCHEDULER_URL || env.AENV_OBSERVABILITY_SCHEDULER_ENDPOINT;

@@ -56,6 +56,18 @@ export const NodeConfigSchema = Type.Object({
     /** Tag in this node's namespace, link and chain names; unique per node process on a machine. */
     nodeTag: Type.String({ pattern: '^[a-z0-9]{1,6}$' }),
   }),
+  /** Node-to-node chunk exchange over iroh (off by default; see p2p/). */
+  p2p: Type.Object({
+    enabled: Type.Boolean(),
+    /** `ip:port` sockets the endpoint binds (one per address family at most). */
+    bindAddrs: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2 }),
+    /** Static peers, `<endpoint id>@<ip:port>[,<ip:port>…]`, used without a scheduler. */
+    peers: Type.Array(Type.String({ minLength: 1 })),
+    perPeerLimit: Type.Integer({ minimum: 1, maximum: 256 }),
+    requestTimeoutMs: Type.Integer({ minimum: 100, maximum: 600_000 }),
+    /** How long a peer that failed or sent wrong bytes is left out. */
+    penaltySecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
+  }),
   nodeIdentity: Type.Object({
     nodeId: Type.String({ minLength: 1 }),
     clusterId: Type.String({ minLength: 1 }),

@@ -47,3 +47,6 @@ export {
 export { RuntimeCache, type RuntimeCacheOptions, type CacheStats } from './cache.js';
 export { Workspace } from './workspace.js';
 export type { LeaseOptions } from './lease.js';
+export type { ChunkSource, ChunkSession, ChunkFetchObserver } from './chunk-source.js';
+export { EMPTY_SESSION } from './chunk-source.js';
+export { CachedChunks } from './cached-chunks.js';
