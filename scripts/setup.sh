@@ -36,6 +36,7 @@ packages=(
   mmdebstrap debian-archive-keyring busybox-static
   python3 make g++ tmux curl ca-certificates
   zstd docker-registry skopeo
+  chromium fonts-dejavu-core
 )
 missing=()
 for p in "${packages[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done

@@ -1,6 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { LifecycleActivity } from '@agentenv/dashboard';
 import { pino } from 'pino';
 import { buildApp } from './api/app.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
@@ -105,6 +106,7 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const activity = new LifecycleActivity(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -117,7 +119,10 @@ async function main(): Promise<void> {
     logger,
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
-    observer: metrics,
+    observer: {
+      stage: (name, ms) => (metrics.stage(name, ms), activity.stage(name, ms)),
+      failed: (name) => (metrics.failed(name), activity.failed(name)),
+    },
     pool,
   });
   const proxy = new SandboxProxy(orchestrator, logger);
@@ -135,6 +140,7 @@ async function main(): Promise<void> {
     metrics,
     logger,
     version,
+    dashboard: { activity, store: snapshotStore, cache: snapshotCache },
   });
   await app.listen({ host, port });
   undoStartup.length = 0;

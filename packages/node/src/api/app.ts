@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { isDashboardPage, type LifecycleActivity } from '@agentenv/dashboard';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/schema.js';
@@ -11,14 +12,16 @@ import { routeRequest } from '../proxy/route.js';
 import type { SandboxProxy } from '../proxy/proxy.js';
 import { checkApiKey } from './auth.js';
 import { errorHandler } from './errors.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
-import { systemRoutes } from './routes/system.js';
+import { nodeStatusBody, systemRoutes } from './routes/system.js';
 import { templateRoutes } from './routes/templates.js';
 import type { SnapshotCatalog } from '../orchestrator/seams.js';
 import type { BuiltTemplates } from '../templates/built.js';
 import type { BuildFiles } from '../templates/builds/files.js';
 import type { ColdImages } from '../templates/cold.js';
+import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -30,6 +33,8 @@ export interface AppDeps {
   metrics: NodeMetrics;
   logger: Logger;
   version: string;
+  /** What the dashboard shows beyond the public API: recent operations, the capture catalogue. */
+  dashboard: { activity: LifecycleActivity; store: SnapshotStore; cache: RuntimeCache };
 }
 
 /** Paths that answer without an API key. */
@@ -91,7 +96,8 @@ export async function buildApp(
       .send({ code: 404, message: `no route for ${req.method} ${req.url.split('?')[0]}` });
   });
   app.addHook('onRequest', async (req) => {
-    if (OPEN.has(req.url.split('?')[0]!)) return;
+    const pathname = req.url.split('?')[0]!;
+    if (OPEN.has(pathname) || isDashboardPage(pathname)) return;
     checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -125,6 +131,13 @@ export async function buildApp(
     snapshots: deps.snapshots,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+  });
+  await app.register(dashboardRoutes, {
+    orchestrator: deps.orchestrator,
+    activity: deps.dashboard.activity,
+    nodeStatus: () => nodeStatusBody(deps),
+    snapshots: deps.dashboard,
+    logger: deps.logger,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
