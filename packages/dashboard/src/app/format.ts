@@ -37,7 +37,7 @@ export function age(iso: string, now = Date.now()): string {
 
 /** Time until `endAt`; paused sandboxes do not expire. */
 export function timeLeft(endAt: string, state: string, now = Date.now()): string {
-  if (state === 'paused') return 'paused';
+  if (state === 'paused') return '–';
   const left = (Date.parse(endAt) - now) / 1000;
   return left <= 0 ? 'expiring' : span(left);
 }

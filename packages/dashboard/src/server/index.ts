@@ -19,3 +19,5 @@ export { EventStreamParser, formatEvent } from '../shared/sse.js';
 export { redactSecrets } from '../shared/redact.js';
 export type * from '../shared/types.js';
 export { SANDBOX_STATES } from '../shared/types.js';
+export { clusterDashboardHandler, type ClusterDashboardOptions, type ClusterNode } from './cluster.js';
+export { mergeCatalogs, mergePages, mergeSummaries } from './merge.js';

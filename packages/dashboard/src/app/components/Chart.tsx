@@ -14,6 +14,8 @@ interface Props {
   x: number[];
   series: ChartSeries[];
   unit: (v: number) => string;
+  /** The x axis always spans this many seconds up to the newest point (or now, with none). */
+  windowSecs: number;
   height?: number;
 }
 
@@ -21,7 +23,7 @@ interface Props {
  * A uPlot time-series chart sized to its container. The chart is made once and fed new data
  * as it comes; a resize observer keeps its width.
  */
-export function Chart({ title, x, series, unit, height = 180 }: Props) {
+export function Chart({ title, x, series, unit, windowSecs, height = 180 }: Props) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const labels = series.map((s) => `${s.label}:${s.color}`).join('|');
@@ -33,7 +35,15 @@ export function Chart({ title, x, series, unit, height = 180 }: Props) {
       height,
       legend: { show: true },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true } },
+      scales: {
+        x: {
+          time: true,
+          range: (_u, _min, max) => {
+            const end = Number.isFinite(max) && max > 0 ? max : Date.now() / 1000;
+            return [end - windowSecs, end];
+          },
+        },
+      },
       axes: [
         { stroke: '#8a94a6', grid: { stroke: '#2a3140' }, ticks: { stroke: '#2a3140' } },
         {
@@ -67,7 +77,7 @@ export function Chart({ title, x, series, unit, height = 180 }: Props) {
       plot.current = null;
     };
     // The chart is rebuilt only when its series change; data changes go through setData below.
-  }, [labels, height]);
+  }, [labels, height, windowSecs]);
 
   useEffect(() => {
     plot.current?.setData([x, ...series.map((s) => s.values)]);

@@ -98,13 +98,8 @@ function Branch({ node, depth }: { node: TreeNode; depth: number }) {
         {e.names.length > 0 && <span class="badge">{e.names.join(', ')}</span>}
         <span class="muted">
           {bytes(e.bytesTotal)} · {time(e.createdAt)}
-          {e.sandboxID && depth === 0 ? ' · from ' : ''}
+          {e.sandboxID && depth === 0 ? ` · from sandbox ${e.sandboxID}` : ''}
         </span>
-        {e.sandboxID && depth === 0 && (
-          <a class="mono" href={href('sandboxes', e.sandboxID)}>
-            {e.sandboxID}
-          </a>
-        )}
       </div>
       {node.children.length > 0 && (
         <ul>

@@ -79,6 +79,7 @@ export function Overview() {
           x={creates.t}
           series={[{ label: 'creates/s', color: '#5eb1ff', values: creates.rate }]}
           unit={(v) => v.toFixed(2)}
+          windowSecs={WINDOW_MS / 1000}
         />
         {STAGES.map(({ stage, color }) => (
           <Chart
@@ -90,6 +91,7 @@ export function Overview() {
               { label: 'p95', color: '#ff8389', values: series[stage]!.p95 },
             ]}
             unit={(v) => ms(v)}
+            windowSecs={WINDOW_MS / 1000}
           />
         ))}
       </div>

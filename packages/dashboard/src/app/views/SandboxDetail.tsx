@@ -9,7 +9,9 @@ import { age, bytes, mib, time, timeLeft } from '../format.js';
 import { href, navigate } from '../router.js';
 import { LiveStream } from '../stream.js';
 
+/** Metrics come every 2 s: five minutes of them. */
 const POINTS = 150;
+const CHART_SECS = 300;
 
 /** One sandbox: its settings, live CPU/memory charts, lifecycle events, logs and actions. */
 export function SandboxDetail({ id }: { id: string }) {
@@ -105,6 +107,7 @@ export function SandboxDetail({ id }: { id: string }) {
           x={x}
           series={[{ label: 'CPU %', color: '#5eb1ff', values: metrics.map((m) => m.cpuUsedPct) }]}
           unit={(v) => `${v.toFixed(0)} %`}
+          windowSecs={CHART_SECS}
         />
         <Chart
           title="Memory used"
@@ -114,6 +117,7 @@ export function SandboxDetail({ id }: { id: string }) {
             { label: 'total', color: '#8a94a6', values: metrics.map((m) => m.memTotal) },
           ]}
           unit={(v) => bytes(v)}
+          windowSecs={CHART_SECS}
         />
       </div>
       {d?.state === 'paused' && <p class="muted">A paused sandbox reports no metrics until it is resumed.</p>}

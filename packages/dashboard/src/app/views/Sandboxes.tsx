@@ -30,10 +30,12 @@ export function Sandboxes({ route }: { route: Route }) {
   const [draft, setDraft] = useState(filter);
   useEffect(() => setDraft(filter), [route.query.toString()]);
   const page = useLoad(() => api.sandboxes(filter, offset, PAGE), [route.query.toString(), changes]);
-  const go = (f: SandboxFilter, off: number) =>
+  const go = (f: SandboxFilter, off: number) => {
     navigate(
       href('sandboxes', undefined, { ...(f as Record<string, string>), offset: off ? String(off) : '' }),
     );
+    window.scrollTo(0, 0);
+  };
   const p = page.value;
 
   return (

@@ -46,18 +46,26 @@ export function TemplateDetail({ id }: { id: string }) {
           </li>
         ))}
       </ul>
-      {selected && <BuildLog templateID={id} buildID={selected} />}
+      {selected && <BuildLog templateID={id} buildID={selected} onChange={() => void template.reload()} />}
     </section>
   );
 }
 
-function BuildLog({ templateID, buildID }: { templateID: string; buildID: string }) {
+interface BuildLogProps {
+  templateID: string;
+  buildID: string;
+  /** The build's status changed (the list of builds shows it too). */
+  onChange: () => void;
+}
+
+function BuildLog({ templateID, buildID, onChange }: BuildLogProps) {
   const [status, setStatus] = useState<BuildStatusBody | undefined>(undefined);
   const [lines, setLines] = useState<string[]>([]);
   const [error, setError] = useState('');
   useEffect(() => {
     let offset = 0;
     let stopped = false;
+    let last = '';
     let timer: number | undefined;
     setLines([]);
     const step = async () => {
@@ -67,6 +75,8 @@ function BuildLog({ templateID, buildID }: { templateID: string; buildID: string
         offset += s.logEntries.length;
         setLines((all) => [...all, ...s.logEntries.map((l) => `${time(l.timestamp)}  ${l.message}`)]);
         setStatus(s);
+        if (last && s.status !== last) onChange();
+        last = s.status;
         if (s.status === 'waiting' || s.status === 'building') timer = window.setTimeout(step, BUILD_POLL_MS);
       } catch (err) {
         if (!stopped) setError(describeError(err));

@@ -42,8 +42,12 @@ const ListQuery = Type.Object({
   template: Type.Optional(Type.String({ maxLength: 256 })),
   q: Type.Optional(Type.String({ maxLength: 128 })),
   metadata: Type.Optional(Type.String({ maxLength: 4096 })),
+  /** Only these sandboxes (a gateway asks each node for the rows of the page it merged). */
+  ids: Type.Optional(Type.String({ pattern: '^[a-z0-9]+(,[a-z0-9]+){0,99}$', maxLength: 6600 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
+  /** `0`: without what envd measures (a gateway merging pages first). */
+  usage: Type.Optional(Type.Union([Type.Literal('0'), Type.Literal('1')])),
 });
 
 /**
@@ -90,10 +94,12 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       const states = q.state ? new Set(q.state.split(',')) : undefined;
       const meta = parseMetadataFilter(q.metadata);
       const needle = q.q?.toLowerCase();
+      const ids = q.ids ? new Set(q.ids.split(',')) : undefined;
       const all = orch
         .list()
         .filter(
           (r) =>
+            (!ids || ids.has(r.sandboxId)) &&
             (!states || states.has(r.state)) &&
             (!q.template || r.templateId === q.template || r.alias === q.template) &&
             (!needle || r.sandboxId.includes(needle) || r.templateId.toLowerCase().includes(needle)) &&
@@ -101,9 +107,8 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
         );
       const offset = q.offset ?? 0;
       const limit = q.limit ?? 25;
-      const items = await Promise.all(
-        all.slice(offset, offset + limit).map((r) => withUsage(orch, r, nodeID)),
-      );
+      const rows = all.slice(offset, offset + limit);
+      const items = await Promise.all(rows.map((r) => withUsage(orch, r, nodeID, q.usage !== '0')));
       return { items, total: all.length, offset, limit };
     },
   );
@@ -169,7 +174,8 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
           if (m)
             send('sandbox-metrics', {
               sandboxID: rec.sandboxId,
-              timestampUnix: m.ts,
+              // The node's clock: a restored sandbox's own may be off.
+              timestampUnix: Math.round(Date.now() / 1000),
               cpuCount: m.cpu_count,
               cpuUsedPct: m.cpu_used_pct,
               memUsed: m.mem_used,
@@ -194,7 +200,12 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
 };
 
 /** A table row: the record's listed fields, and what envd says it uses when it is running. */
-async function withUsage(orch: Orchestrator, r: SandboxRecord, nodeID: string): Promise<DashboardSandbox> {
+async function withUsage(
+  orch: Orchestrator,
+  r: SandboxRecord,
+  nodeID: string,
+  measure: boolean,
+): Promise<DashboardSandbox> {
   const row: DashboardSandbox = {
     sandboxID: r.sandboxId,
     templateID: r.templateId,
@@ -208,7 +219,7 @@ async function withUsage(orch: Orchestrator, r: SandboxRecord, nodeID: string): 
     diskSizeMB: r.diskSizeMB,
     metadata: r.metadata,
   };
-  if (r.state !== 'running') return row;
+  if (!measure || r.state !== 'running') return row;
   const m = await withTimeout(orch.metrics(r.sandboxId), METRICS_TIMEOUT_MS).catch(() => undefined);
   return m ? { ...row, cpuUsedPct: m.cpu_used_pct, memUsedMiB: Math.round(m.mem_used / 2 ** 20) } : row;
 }
