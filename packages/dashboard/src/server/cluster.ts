@@ -159,7 +159,11 @@ export function clusterDashboardHandler(o: ClusterDashboardOptions) {
     const follow = async () => {
       const nodes = await o.nodes().catch(() => [] as ClusterNode[]);
       const ids = new Set(nodes.map((n) => n.nodeID));
-      for (const [id, c] of relays) if (!ids.has(id)) (c.abort(), relays.delete(id));
+      for (const [id, c] of relays) {
+        if (ids.has(id)) continue;
+        c.abort();
+        relays.delete(id);
+      }
       for (const n of nodes) {
         if (relays.has(n.nodeID) || abort.signal.aborted) continue;
         const c = new AbortController();
