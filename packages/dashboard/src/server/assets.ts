@@ -8,9 +8,12 @@ export const DASHBOARD_PATH = '/dashboard';
 /** Its data routes (need the API key, unlike the pages). */
 export const DASHBOARD_API_PATH = '/dashboard/api';
 
-/** The built single-page app (`npm run build`), beside this module's folder. */
+/**
+ * The built single-page app (`npm run build`): dist/app of this package, from this module in
+ * dist/server or (tests) in src/server alike.
+ */
 export function dashboardDir(): string {
-  return fileURLToPath(new URL('../app', import.meta.url));
+  return fileURLToPath(new URL('../../dist/app', import.meta.url));
 }
 
 /**

@@ -203,11 +203,6 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
     const sbx = await Sandbox.create({ metadata: { suite: 'dashboard', owner: 'screenshots' } });
     const token = (await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.envdAccessToken as string;
     expect(token).toBeTruthy();
-    console.log(
-      'DEBUG metrics',
-      JSON.stringify((await api('GET', `/sandboxes/${sbx.sandboxId}/metrics`)).json),
-      Date.now() / 1000,
-    );
     try {
       for (const viewport of Object.keys(VIEWPORTS) as (keyof typeof VIEWPORTS)[]) {
         const t = await signedInPage(browser, viewport);
@@ -225,7 +220,11 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
           await page.getByRole('heading', { name: heading }).first().waitFor();
           if (name === 'nodes') await page.locator('article.node').first().waitFor();
           if (name === 'sandboxes') await page.locator(`tr[data-sandbox="${sbx.sandboxId}"]`).waitFor();
-          if (name === 'sandbox-detail') await page.locator('.u-legend').first().waitFor();
+          if (name === 'sandbox-detail')
+            // Two points of the sandbox's own metrics have come over its stream.
+            await page.waitForFunction(
+              () => Number(document.querySelector<HTMLElement>('figure.chart')?.dataset.points) >= 2,
+            );
           if (name === 'catalog') {
             await page.locator('[data-snapshot]').first().waitFor();
             await page.getByRole('cell', { name: 'dash-tpl' }).waitFor();

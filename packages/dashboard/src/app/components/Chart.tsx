@@ -40,12 +40,21 @@ export function Chart({ title, x, series, unit, windowSecs, height = 180 }: Prop
           time: true,
           range: (_u, _min, max) => {
             const end = Number.isFinite(max) && max > 0 ? max : Date.now() / 1000;
-            return [end - windowSecs, end];
+            // A little room on the right, so the newest point is not cut in half by the edge.
+            return [end - windowSecs, end + windowSecs / 50];
           },
         },
       },
       axes: [
-        { stroke: '#8a94a6', grid: { stroke: '#2a3140' }, ticks: { stroke: '#2a3140' } },
+        {
+          stroke: '#8a94a6',
+          grid: { stroke: '#2a3140' },
+          ticks: { stroke: '#2a3140' },
+          space: 70,
+          // One line of clock time: uPlot's default puts the date under the first tick, which
+          // collides with the second at these widths.
+          values: (_u, splits) => splits.map((s) => clock(s, windowSecs <= 600)),
+        },
         {
           stroke: '#8a94a6',
           grid: { stroke: '#2a3140' },
@@ -84,9 +93,15 @@ export function Chart({ title, x, series, unit, windowSecs, height = 180 }: Prop
   }, [x, series]);
 
   return (
-    <figure class="chart">
+    <figure class="chart" data-points={x.length}>
       <figcaption>{title}</figcaption>
       <div ref={box} class="chart-box" />
     </figure>
   );
+}
+
+function clock(unixSecs: number, seconds: boolean): string {
+  const d = new Date(unixSecs * 1000);
+  const two = (n: number) => String(n).padStart(2, '0');
+  return `${two(d.getHours())}:${two(d.getMinutes())}${seconds ? `:${two(d.getSeconds())}` : ''}`;
 }

@@ -174,7 +174,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
           if (m)
             send('sandbox-metrics', {
               sandboxID: rec.sandboxId,
-              // The node's clock: a restored sandbox's own may be off.
+              // When the node sent it: one clock for every chart's points.
               timestampUnix: Math.round(Date.now() / 1000),
               cpuCount: m.cpu_count,
               cpuUsedPct: m.cpu_used_pct,
