@@ -1,17 +1,26 @@
+import { defaultServerConditions } from 'vite';
 import { defineConfig } from 'vitest/config';
 
 // One runner for the whole repository. Unit tests are pure and run in parallel; end-to-end groups
 // drive real daemons and sandboxes, so each group runs its files one after another.
+// Workspace packages resolve to their TypeScript sources (the `source` export condition), so a test
+// runs the code as it is in the tree, and a fixture and a test share one copy of each module.
+// The other conditions are vitest's own defaults (Vite's, less `module`).
+const conditions = ['source', ...defaultServerConditions.filter((c) => c !== 'module')];
+
 export default defineConfig({
+  ssr: { resolve: { conditions } },
   test: {
     projects: [
       {
+        extends: true,
         test: {
           name: 'unit',
           include: ['packages/*/test/unit/**/*.test.ts'],
         },
       },
       {
+        extends: true,
         test: {
           name: 'envd',
           include: ['packages/envd/test/e2e/**/*.test.ts'],
@@ -22,6 +31,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'network',
           include: ['packages/node/test/network/**/*.test.ts'],
@@ -31,6 +41,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'runtime',
           include: ['packages/node/test/runtime/**/*.test.ts'],
@@ -41,6 +52,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'oci',
           include: ['packages/node/test/oci/**/*.test.ts'],
@@ -51,6 +63,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'snapshot',
           include: ['packages/node/test/snapshot/**/*.test.ts'],
@@ -61,6 +74,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'node',
           include: ['packages/node/test/e2e/**/*.test.ts'],
@@ -71,6 +85,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],
@@ -81,6 +96,7 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
         test: {
           name: 'dashboard',
           include: ['packages/dashboard/test/e2e/**/*.test.ts'],

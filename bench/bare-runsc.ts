@@ -6,17 +6,20 @@
 import { closeSync, openSync } from 'node:fs';
 import { mkdir, readdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture } from '../packages/node/src/runtime/capture.js';
-import type { GvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { buildOciSpec } from '../packages/node/src/runtime/gvisor/oci-spec.js';
 import {
-  runCommand,
+  readCapture,
+  type GvisorHost,
+  buildOciSpec,
+  runscCommand as runCommand,
   runscGlobalArgs,
   wrapForNetSysctlQuirk,
-} from '../packages/node/src/runtime/gvisor/runsc.js';
-import { waitForHealth } from '../packages/node/src/runtime/readiness.js';
-import type { InitProcess, ReadOnlyMount, Resources } from '../packages/node/src/runtime/driver.js';
-import type { TestNet } from '../packages/node/test/runtime/netns.js';
+  waitForHealth,
+  type InitProcess,
+  type ReadOnlyMount,
+  type Resources,
+} from '@agentenv/node';
+import { ENVD_PORT } from '@agentenv/protocol';
+import type { TestNet } from '@agentenv/test-support/runtime';
 
 /** What a bare sandbox boots or restores: one root filesystem layer, like the template's. */
 export interface BareSource {
@@ -105,7 +108,7 @@ export function bareRunsc(host: GvisorHost, opts: { dir: string; cgroupParent: s
       ids.delete(id);
     },
     async healthy(net) {
-      const e = await waitForHealth(net.hostAddress, 49983, { timeoutMs: 30_000 });
+      const e = await waitForHealth(net.hostAddress, ENVD_PORT, { timeoutMs: 30_000 });
       if (e) throw new Error(e);
     },
     async cleanup() {

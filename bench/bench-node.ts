@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { BASE_RECIPE, recipeHash } from '../packages/node/src/image/recipe.js';
-import { TEST_HOME } from '../packages/node/test/runtime/fixture.js';
+import { BASE_RECIPE, recipeHash } from '@agentenv/node';
+import { TEST_HOME } from '@agentenv/test-support/runtime';
 
 /**
  * Where a benchmark's own aenv-server lives: a port (181xx: test nodes use 180xx), home, runtime
@@ -14,7 +14,7 @@ export interface BenchNode {
   readonly home: string;
   readonly runtime: string;
   readonly tag: string;
-  /** Environment for startServer (packages/node/test/e2e/server-fixture.ts). */
+  /** Environment for startServer (@agentenv/test-support/server). */
   readonly env: Record<string, string>;
 }
 

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { copyFile, readFile, rm, writeFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { startEnvdProcess } from '../packages/envd/test/e2e/envd-fixture.js';
+import { startEnvdProcess } from '@agentenv/test-support/envd';
 import { fmt, percentile, row, sample, timeMs } from './stats.js';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '200' } } });

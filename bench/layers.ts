@@ -1,6 +1,6 @@
 /** Synthetic image layer contents for the OCI benchmarks (bench/pull.ts, bench/templates.ts). */
 import { randomBytes } from 'node:crypto';
-import type { TarItem } from '../packages/node/test/oci/images.js';
+import type { TarItem } from '@agentenv/test-support/oci';
 
 /** Half compressible (hex text), half not (random bytes): roughly what a distro layer looks like. */
 function content(n: number, i: number): Buffer {

@@ -7,15 +7,14 @@
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { NetworkManager } from '../packages/node/src/network/manager.js';
-import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
+import { NetworkManager, GvisorDriver } from '@agentenv/node';
 import {
   removeState,
   startServer,
   TEST_HOME,
   useSdkEnv,
   type TestServer,
-} from '../packages/node/test/e2e/server-fixture.js';
+} from '@agentenv/test-support/server';
 import { templateCapture } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
 

@@ -10,8 +10,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { ImageStore } from '../packages/node/src/image/oci/index.js';
-import { diskUsage } from '../packages/node/src/image/oci/cache.js';
+import { ImageStore, diskUsage } from '@agentenv/node';
 import {
   baseLayer,
   imageBlobs,
@@ -19,8 +18,8 @@ import {
   skopeoPush,
   tarOf,
   writeLayout,
-} from '../packages/node/test/oci/images.js';
-import { startRegistry } from '../packages/node/test/oci/registry.js';
+  startRegistry,
+} from '@agentenv/test-support/oci';
 import { files } from './layers.js';
 import { timeMs } from './stats.js';
 

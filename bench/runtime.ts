@@ -5,12 +5,22 @@
  */
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GvisorDriver } from '../packages/node/src/runtime/gvisor/driver.js';
-import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { ensureTemplate } from '../packages/node/src/image/template.js';
-import type { Resources, SandboxHandle } from '../packages/node/src/runtime/driver.js';
-import { baseTemplate, TEST_HOME, TOOLS_DIR } from '../packages/node/test/runtime/fixture.js';
-import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
+import {
+  GvisorDriver,
+  inspectGvisorHost,
+  ensureTemplate,
+  type Resources,
+  type SandboxHandle,
+} from '@agentenv/node';
+import { ENVD_PORT } from '@agentenv/protocol';
+import {
+  baseTemplate,
+  TEST_HOME,
+  TOOLS_DIR,
+  createTestNet,
+  destroyAllTestNets,
+  type TestNet,
+} from '@agentenv/test-support/runtime';
 import { bareRunsc } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
 
@@ -60,7 +70,7 @@ async function main() {
       init: template.init,
       resources: RES,
       net: n1,
-      envdPort: 49983,
+      envdPort: ENVD_PORT,
     });
     dStart.push(now() - t);
     const n2 = net();
@@ -154,7 +164,7 @@ async function main() {
     init: template.init,
     resources: RES,
     net: net(),
-    envdPort: 49983,
+    envdPort: ENVD_PORT,
   });
   const restored = await driver.restore({ capture: template.capture, resources: RES, net: net() });
   await new Promise((r) => setTimeout(r, 3000));

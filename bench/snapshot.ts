@@ -16,17 +16,10 @@ import { cp, mkdir, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { readCapture } from '../packages/node/src/runtime/capture.js';
-import { inspectGvisorHost } from '../packages/node/src/runtime/gvisor/host.js';
-import { PosixRepository, SnapshotStore } from '../packages/node/src/snapshot/index.js';
-import {
-  api,
-  cleanSandboxes,
-  startServer,
-  useSdkEnv,
-  type TestServer,
-} from '../packages/node/test/e2e/server-fixture.js';
-import { createTestNet, destroyAllTestNets, type TestNet } from '../packages/node/test/runtime/netns.js';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { readCapture, inspectGvisorHost, PosixRepository, SnapshotStore } from '@agentenv/node';
+import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { createTestNet, destroyAllTestNets, type TestNet } from '@agentenv/test-support/runtime';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
@@ -48,7 +41,6 @@ const {
 const BARE_DIR = `${RUNTIME}-bare`;
 const STORE = join(HOME, 'snapshot-store');
 const CACHE = join(HOME, 'snapshot-cache');
-const ENVD_PORT = 49983;
 
 /** Writes fresh random data at WRITE_MB MB/s into a 64 MiB ring file, counting bytes in a file. */
 const WRITE_MB = 32;

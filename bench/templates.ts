@@ -21,13 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox, Template, type LogEntry } from 'e2b';
-import {
-  api,
-  cleanSandboxes,
-  startServer,
-  useSdkEnv,
-  type TestServer,
-} from '../packages/node/test/e2e/server-fixture.js';
+import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import {
   baseLayer,
   imageBlobs,
@@ -36,8 +30,9 @@ import {
   skopeoPush,
   tarOf,
   writeLayout,
-} from '../packages/node/test/oci/images.js';
-import { startRegistry, type TestRegistry } from '../packages/node/test/oci/registry.js';
+  startRegistry,
+  type TestRegistry,
+} from '@agentenv/test-support/oci';
 import { files } from './layers.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, line, percentile, timeMs } from './stats.js';

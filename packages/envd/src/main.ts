@@ -1,9 +1,10 @@
 import { parseArgs } from 'node:util';
 import { pino } from 'pino';
+import { ENVD_PORT } from '@agentenv/protocol';
 import { startEnvd } from './server.js';
 import { DEFAULT_SUDO_SOCKET } from './sudo/protocol.js';
 
-const USAGE = `usage: aenv-envd [--port 49983] [--host 0.0.0.0] [--default-user root]
+const USAGE = `usage: aenv-envd [--port ${ENVD_PORT}] [--host 0.0.0.0] [--default-user root]
                  [--sudo-socket ${DEFAULT_SUDO_SOCKET} | --no-sudo]
 
 The AgentENV in-sandbox daemon: process, terminal and filesystem services over the E2B envd
@@ -21,7 +22,7 @@ function parsePort(v: string): number {
 
 const { values } = parseArgs({
   options: {
-    port: { type: 'string', default: '49983' },
+    port: { type: 'string', default: String(ENVD_PORT) },
     host: { type: 'string', default: '0.0.0.0' },
     'default-user': { type: 'string', default: 'root' },
     'sudo-socket': { type: 'string', default: DEFAULT_SUDO_SOCKET },

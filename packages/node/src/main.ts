@@ -1,31 +1,21 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { pino } from 'pino';
-import { buildApp } from './api/app.js';
-import { ConfigError, loadConfig, parseListenAddress } from './config/load.js';
-import { NodeMetrics } from './metrics/node-metrics.js';
-import { NetworkManager } from './network/manager.js';
-import { EnvdClient } from './orchestrator/envd-client.js';
-import { Orchestrator } from './orchestrator/orchestrator.js';
-import { loadOrCreateSecret, newApiKey } from './orchestrator/tokens.js';
-import { SandboxProxy } from './proxy/proxy.js';
-import { SandboxWarmPool } from './orchestrator/warm-pool.js';
-import { GvisorDriver } from './runtime/gvisor/driver.js';
-import { SandboxStore } from './store/sandbox-store.js';
-import { ImageStore } from './image/oci/index.js';
-import { BuiltTemplates } from './templates/built.js';
-import { BuildFiles } from './templates/builds/files.js';
-import { BuildQueue } from './templates/builds/queue.js';
-import { BuildRunner } from './templates/builds/runner.js';
-import { BuiltinTemplates, defaultToolsDir, envdVersion } from './templates/catalog.js';
-import { ColdImages } from './templates/cold.js';
-import { ImageBoot } from './templates/image-boot.js';
-import { RepositoryPauses } from './templates/repository-pauses.js';
-import { RepositorySnapshotCatalog } from './templates/repository-snapshots.js';
-import { openSnapshotRepository } from './templates/snapshot-repository.js';
-import { TemplateResolver } from './templates/resolver.js';
+import { buildApp } from './api/index.js';
+import { ConfigError, loadConfig, parseListenAddress } from './config/index.js';
+import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
+import { ImageStore } from './image/index.js';
+import { NodeMetrics } from './metrics/index.js';
+import { NetworkManager } from './network/index.js';
+import { Orchestrator, RepositoryPauses, SandboxStore, SandboxWarmPool } from './orchestrator/index.js';
+import { SandboxProxy } from './proxy/index.js';
+import { GvisorDriver } from './runtime/index.js';
+import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.js';
+import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
+import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
+import { Limiter } from './util/index.js';
+import { openSnapshotRepository } from './wiring/index.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -45,9 +35,7 @@ async function main(): Promise<void> {
   mkdirSync(home, { recursive: true });
 
   const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
-  const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), () =>
-    randomBytes(32).toString('hex'),
-  );
+  const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
 
   // Per-node runtime dir and cgroup parent: two nodes on one machine never touch each other's.
   // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
@@ -73,34 +61,38 @@ async function main(): Promise<void> {
   const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
   undoStartup.push(() => store.close());
   const toolsDir = process.env.AENV_TOOLS_DIR ?? defaultToolsDir();
-  const templates = new BuiltinTemplates({ home, driver, network, toolsDir, logger });
+  const base = new BaseTemplate({ home, driver, network, toolsDir, logger });
 
   const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
   const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
 
-  // Templates from images and builds: built ones resolve first, `base` after them.
+  // What creates start from: snapshots, then built templates, then `base`; images; forks.
   const images = new ImageBoot({ images: new ImageStore({ home }), toolsDir });
   const envdVer = await envdVersion(toolsDir);
-  const envd = new EnvdClient();
+  const envd = (host: string, port: number) => new EnvdClient(host, port);
   const buildFiles = new BuildFiles(path.join(home, 'build-files'));
-  const built: BuiltTemplates = new BuiltTemplates({
+  const built = new BuiltTemplates({
     store: snapshotStore,
     cache: snapshotCache,
     runner: new BuildRunner({
       driver,
       network,
       images,
-      templates: { resolve: (id) => built.resolve(id) },
+      // The chain is made below from `built` itself: a build may start from a built template.
+      sources: { resolve: (s) => sources.resolve(s) },
       envd,
       files: buildFiles,
       workDir: path.join(home, 'builds'),
     }),
-    queue: new BuildQueue(2),
+    queue: new Limiter(2),
     envdVersion: envdVer,
-    next: templates,
     logger,
   });
-  const cold = new ColdImages({ images, envdVersion: envdVer, next: built });
+  const sources = createSourceChain({
+    snapshots,
+    templates: [built, base],
+    cold: new ColdImages({ images, envdVersion: envdVer }),
+  });
   const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
@@ -111,7 +103,7 @@ async function main(): Promise<void> {
     config,
     store,
     driver,
-    templates: new TemplateResolver(snapshots, cold),
+    sources,
     snapshots,
     pauses: new RepositoryPauses(snapshotStore, snapshotCache, nodeSecret),
     slots: network,
@@ -135,7 +127,7 @@ async function main(): Promise<void> {
     apiKey,
     orchestrator,
     snapshots,
-    templates: { built, files: buildFiles, cold },
+    templates: { built, files: buildFiles },
     proxy,
     metrics,
     logger,
@@ -145,7 +137,7 @@ async function main(): Promise<void> {
   await app.listen({ host, port });
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
-  void templates
+  void base
     .prepare()
     .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
 
@@ -166,7 +158,7 @@ async function main(): Promise<void> {
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
     await orchestrator.shutdown();
-    await templates.close();
+    await base.close();
     await app.close();
     proxy.close();
     await driver.close();

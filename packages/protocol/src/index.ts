@@ -1,2 +1,5 @@
 export * from './gen/process/process_pb.js';
 export * from './gen/filesystem/filesystem_pb.js';
+
+/** The port envd listens on inside every sandbox (E2B's envd port; SDKs and proxies address it). */
+export const ENVD_PORT = 49983;

@@ -5,13 +5,10 @@ import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { Filesystem, Process } from '@agentenv/protocol';
+import { ENVD_PORT, Filesystem, Process } from '@agentenv/protocol';
 import { CliError } from '../errors.js';
 import type { ApiClient } from './api.js';
 import type { Sandbox, SandboxDetail } from './types.js';
-
-/** envd's port inside every sandbox; the node's proxy routes to it by headers. */
-export const ENVD_PORT = 49983;
 
 /** How to reach one sandbox's envd through the node (or gateway) on the API's own origin. */
 export interface SandboxTarget {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { API_KEY, URL_BASE } from '../../../node/test/e2e/server-fixture.js';
+import { API_KEY, URL_BASE } from '@agentenv/test-support/server';
 
 /** The built CLI (packages/cli/bin/aenv.js → dist); `npm run build` makes it. */
 export const AENV_BIN = fileURLToPath(new URL('../../bin/aenv.js', import.meta.url));

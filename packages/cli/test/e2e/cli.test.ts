@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 import { aenv, aenvJson, AENV_BIN } from './cli-fixture.js';
 import {
   baseLayer,
@@ -13,8 +13,8 @@ import {
   shellLayer,
   skopeoPush,
   writeLayout,
-} from '../../../node/test/oci/images.js';
-import { startRegistry } from '../../../node/test/oci/registry.js';
+  startRegistry,
+} from '@agentenv/test-support/oci';
 
 interface Listed {
   sandboxID: string;

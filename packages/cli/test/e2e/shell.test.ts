@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 import { AENV_BIN } from './cli-fixture.js';
 
 /** A private tmux server, so the test neither sees nor disturbs anybody else's sessions. */

@@ -12,7 +12,7 @@ import {
   useSdkEnv,
   useTestServer,
   type TestServer,
-} from '../../../node/test/e2e/server-fixture.js';
+} from '@agentenv/test-support/server';
 import { haveChromium, launchBrowser, screenshot, type TestBrowser } from './browser.js';
 
 /** Helper 5's port range (19500–19599): the stand-in gateway in front of the two test nodes. */

@@ -1,7 +1,15 @@
 import { Sandbox } from 'e2b';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, TEST_HOME, URL_BASE, useTestServer } from '../../../node/test/e2e/server-fixture.js';
+import { eventually } from '@agentenv/test-support';
+import {
+  api,
+  API_KEY,
+  seedPausedRecords,
+  TEST_HOME,
+  URL_BASE,
+  useTestServer,
+} from '@agentenv/test-support/server';
 import {
   haveChromium,
   launchBrowser,
@@ -10,19 +18,8 @@ import {
   type TestBrowser,
   type TrackedPage,
 } from './browser.js';
-import { seedPausedRecords } from './seed.js';
 
 const DASHBOARD = `${URL_BASE}/dashboard/`;
-
-/** Polls `fn` until it returns true or the deadline passes (no bare sleeps). */
-async function eventually(fn: () => Promise<boolean>, ms = 60_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await fn().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function signIn(page: Page, key = API_KEY): Promise<void> {
   await page.goto(DASHBOARD);
@@ -129,21 +126,24 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
       await page.getByRole('link', { name: 'Sandboxes' }).click();
       const row = page.locator(`tr[data-sandbox="${sbx.sandboxId}"]`);
       await row.getByRole('button', { name: 'Pause' }).click();
-      await eventually(async () => (await stateOf(sbx.sandboxId)) === 'paused', 60_000, 'the pause');
+      await eventually(async () => expect(await stateOf(sbx.sandboxId)).toBe('paused'), {
+        timeoutMs: 60_000,
+      });
       await page.locator(`tr[data-sandbox="${sbx.sandboxId}"][data-state="paused"]`).waitFor();
 
       // Resume it from its page, snapshot it twice (a chain), then kill: cancel first, then confirm.
       await row.getByRole('link', { name: sbx.sandboxId }).click();
       await page.getByRole('button', { name: 'Resume' }).click();
-      await eventually(async () => (await stateOf(sbx.sandboxId)) === 'running', 60_000, 'the resume');
+      await eventually(async () => expect(await stateOf(sbx.sandboxId)).toBe('running'), {
+        timeoutMs: 60_000,
+      });
       await page.getByTestId('detail-state').filter({ hasText: 'running' }).waitFor();
       for (const name of ['dash-one', 'dash-two']) {
         await page.getByLabel('snapshot name (optional)').fill(name);
         await page.getByRole('button', { name: 'Snapshot' }).click();
         await eventually(
-          async () => ((await api('GET', `/snapshots?name=${name}`)).json ?? []).length === 1,
-          60_000,
-          `snapshot ${name}`,
+          async () => expect((await api('GET', `/snapshots?name=${name}`)).json ?? []).toHaveLength(1),
+          { timeoutMs: 60_000 },
         );
         await page.getByRole('button', { name: 'Snapshot' }).and(page.locator(':enabled')).waitFor();
       }
@@ -165,9 +165,10 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
       await page.getByRole('button', { name: 'Kill' }).click();
       await dialog.getByRole('button', { name: 'Kill' }).click();
       await eventually(
-        async () => (await api('GET', `/sandboxes/${sbx.sandboxId}`)).status === 404,
-        60_000,
-        'the kill',
+        async () => expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(404),
+        {
+          timeoutMs: 60_000,
+        },
       );
       await page.getByRole('heading', { name: 'Sandboxes' }).waitFor();
     } finally {

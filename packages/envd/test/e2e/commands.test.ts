@@ -1,6 +1,6 @@
 import { CommandExitError, Sandbox, TimeoutError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type EnvdProcess, initEnvd, startEnvdProcess } from './envd-fixture.js';
+import { type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 let envd: EnvdProcess;
 let sbx: Sandbox;

@@ -15,7 +15,7 @@ import {
 } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileSignature } from '../../src/auth.js';
-import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from './envd-fixture.js';
+import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 let envd: EnvdProcess;
 let sbx: Sandbox;

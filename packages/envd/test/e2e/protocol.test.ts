@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from './envd-fixture.js';
+import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 /** One Connect streaming envelope: flags, 4-byte big-endian length, JSON. */
 function envelope(msg: unknown, flags = 0): Buffer {

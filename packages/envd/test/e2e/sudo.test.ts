@@ -6,7 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildToolsBundle } from '../../scripts/build-tools-bundle.js';
-import { initEnvd, startEnvdProcess, type EnvdProcess } from './envd-fixture.js';
+import { initEnvd, startEnvdProcess, type EnvdProcess } from '@agentenv/test-support/envd';
 
 // envd runs on the host as root with its sudo socket in a private directory; the client runs as
 // the test account `user` (made a member of group sudo for the file, if it was not) and `nobody`.

@@ -5,22 +5,21 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { isDashboardPage, type LifecycleActivity } from '@agentenv/dashboard';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { NodeConfig } from '../config/schema.js';
-import type { NodeMetrics } from '../metrics/node-metrics.js';
-import type { Orchestrator } from '../orchestrator/orchestrator.js';
-import { routeRequest } from '../proxy/route.js';
-import type { SandboxProxy } from '../proxy/proxy.js';
-import { checkApiKey } from './auth.js';
+import { checkApiKey } from '@agentenv/common';
+import type { NodeConfig } from '../config/index.js';
+import type { NodeMetrics } from '../metrics/index.js';
+import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
+import { routeRequest, type SandboxProxy } from '../proxy/index.js';
+import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
-import { dashboardRoutes } from './routes/dashboard.js';
-import { sandboxRoutes } from './routes/sandboxes.js';
-import { snapshotRoutes } from './routes/snapshots.js';
-import { nodeStatusBody, systemRoutes } from './routes/system.js';
-import { templateRoutes } from './routes/templates.js';
-import type { SnapshotCatalog } from '../orchestrator/seams.js';
-import type { BuiltTemplates } from '../templates/built.js';
-import type { BuildFiles } from '../templates/builds/files.js';
-import type { ColdImages } from '../templates/cold.js';
+import {
+  dashboardRoutes,
+  nodeStatusBody,
+  sandboxRoutes,
+  snapshotRoutes,
+  systemRoutes,
+  templateRoutes,
+} from './routes/index.js';
 import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 
 export interface AppDeps {
@@ -28,7 +27,7 @@ export interface AppDeps {
   apiKey: string;
   orchestrator: Orchestrator;
   snapshots: SnapshotCatalog;
-  templates: { built: BuiltTemplates; files: BuildFiles; cold: ColdImages };
+  templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
   logger: Logger;
@@ -127,7 +126,6 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     templates: deps.templates.built,
     files: deps.templates.files,
-    cold: deps.templates.cold,
     snapshots: deps.snapshots,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],

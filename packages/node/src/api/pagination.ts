@@ -1,4 +1,4 @@
-import { invalid } from '../errors.js';
+import { invalid } from '@agentenv/common';
 
 /** Opaque page tokens: the offset into a stable, newest-first ordering. */
 export function encodePageToken(offset: number): string {

@@ -1,5 +1,4 @@
-import type { SandboxRecord } from '../orchestrator/record.js';
-import { visibleState } from '../orchestrator/states.js';
+import { visibleState, type SandboxRecord } from '../orchestrator/index.js';
 
 /** The E2B `Sandbox` object returned by create and connect. */
 export function sandboxBody(rec: SandboxRecord, domain: string | undefined) {

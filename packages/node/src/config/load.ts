@@ -3,7 +3,7 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
-import { DEFAULT_ALWAYS_DENIED } from '../network/config.js';
+import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
 
 export class ConfigError extends Error {

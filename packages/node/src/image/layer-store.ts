@@ -2,7 +2,7 @@ import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/p
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ImageBuildError } from './errors.js';
-import { unmountBelow } from '../runtime/gvisor/mounts.js';
+import { unmountBelow } from '../runtime/index.js';
 
 /** What a committed layer records about itself (layer.json beside its rootfs/). */
 export interface LayerMeta {

@@ -1,6 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LifecycleObserver } from '../orchestrator/observer.js';
-import type { SandboxState } from '../orchestrator/states.js';
+import type { LifecycleObserver, SandboxState } from '../orchestrator/index.js';
 
 /** The node's Prometheus metrics (GET /metrics). */
 export class NodeMetrics implements LifecycleObserver {

@@ -1,6 +1,6 @@
 import type { ResolvedNetworkConfig } from './config.js';
 import type { NetTools } from './environment.js';
-import { SerialQueue } from './exec.js';
+import { Limiter } from '../util/index.js';
 
 /** Minimal structured logger; a pino logger fits. */
 export interface NetworkLogger {
@@ -24,12 +24,12 @@ export interface NetContext {
    * nft-based iptables can fail a concurrent read-modify-write of the same table; and our
    * reclaim/install sequences in the root namespace must not interleave.
    */
-  readonly iptablesQueue: SerialQueue;
+  readonly iptablesQueue: Limiter;
   /**
    * `ip netns add/del` one at a time: the first `add` turns /run/netns into a shared mount, and
    * concurrent first calls can stack several mounts there.
    */
-  readonly netnsQueue: SerialQueue;
+  readonly netnsQueue: Limiter;
 }
 
 export function createContext(
@@ -37,5 +37,5 @@ export function createContext(
   tools: NetTools,
   logger: NetworkLogger,
 ): NetContext {
-  return { config, tools, logger, iptablesQueue: new SerialQueue(), netnsQueue: new SerialQueue() };
+  return { config, tools, logger, iptablesQueue: new Limiter(1), netnsQueue: new Limiter(1) };
 }

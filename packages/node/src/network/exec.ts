@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
+import { runProcess } from '../util/index.js';
 import { NetworkError } from './errors.js';
 
 /** Debian package that ships each program we run, for "install X" error messages. */
@@ -69,84 +69,29 @@ function commandLine(file: string, args: readonly string[]): string {
 }
 
 /** Runs a program without a shell; a non-zero exit becomes a COMMAND_FAILED error with its stderr. */
-export function runCommand(
+export async function runCommand(
   file: string,
   args: readonly string[],
   options: CommandOptions = {},
 ): Promise<CommandResult> {
-  return new Promise((resolve, reject) => {
+  const line = commandLine(file, args);
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const r = await runProcess(file, args, {
+    input: options.input ?? '',
     // C locale: error texts we match on (and log) must not be translated.
-    const child = spawn(file, args, {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      env: { ...process.env, LC_ALL: 'C' },
-    });
-    const stdout: Buffer[] = [];
-    const stderr: Buffer[] = [];
-    let size = 0;
-    let failure: NetworkError | undefined;
-    const collect = (into: Buffer[]) => (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_OUTPUT) {
-        failure ??= new NetworkError(
-          'COMMAND_FAILED',
-          `${commandLine(file, args)}: output exceeds ${MAX_OUTPUT} bytes`,
-        );
-        child.kill('SIGKILL');
-        return;
-      }
-      into.push(chunk);
-    };
-    child.stdout.on('data', collect(stdout));
-    child.stderr.on('data', collect(stderr));
-    const timeoutMs = options.timeoutMs ?? 30_000;
-    const timer = setTimeout(() => {
-      failure ??= new NetworkError(
-        'COMMAND_FAILED',
-        `${commandLine(file, args)}: timed out after ${timeoutMs} ms`,
-      );
-      child.kill('SIGKILL');
-    }, timeoutMs);
-    child.on('error', (error: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      if (error.code === 'ENOENT') reject(missing(file.split('/').pop() ?? file));
-      else
-        reject(
-          new NetworkError('COMMAND_FAILED', `${commandLine(file, args)}: ${error.message}`, {
-            cause: error,
-          }),
-        );
-    });
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (failure) return reject(failure);
-      const result = {
-        code: code ?? -1,
-        stdout: Buffer.concat(stdout).toString('utf8'),
-        stderr: Buffer.concat(stderr).toString('utf8'),
-      };
-      if (result.code === 0 || options.allowFailure) return resolve(result);
-      const why =
-        result.stderr.trim() || result.stdout.trim() || (signal ? `killed by ${signal}` : 'no output');
-      reject(
-        new NetworkError('COMMAND_FAILED', `${commandLine(file, args)} exited with ${result.code}: ${why}`),
-      );
-    });
-    // A child that exits before reading its stdin must not crash us with EPIPE.
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(options.input ?? '');
+    env: { ...process.env, LC_ALL: 'C' },
+    timeoutMs,
+    maxOutputBytes: MAX_OUTPUT,
+  }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') throw missing(file.split('/').pop() ?? file);
+    throw new NetworkError('COMMAND_FAILED', `${line}: ${error.message}`, { cause: error });
   });
-}
-
-/** Runs tasks one at a time, in call order; a failed task does not block the ones after it. */
-export class SerialQueue {
-  #tail: Promise<unknown> = Promise.resolve();
-
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.#tail.then(task);
-    this.#tail = result.then(
-      () => undefined,
-      () => undefined,
-    );
-    return result;
-  }
+  if (r.outputExceeded)
+    throw new NetworkError('COMMAND_FAILED', `${line}: output exceeds ${MAX_OUTPUT} bytes`);
+  if (r.timedOut) throw new NetworkError('COMMAND_FAILED', `${line}: timed out after ${timeoutMs} ms`);
+  const result = { code: r.code ?? -1, stdout: r.stdout, stderr: r.stderr };
+  if (result.code === 0 || options.allowFailure) return result;
+  const why =
+    result.stderr.trim() || result.stdout.trim() || (r.signal ? `killed by ${r.signal}` : 'no output');
+  throw new NetworkError('COMMAND_FAILED', `${line} exited with ${result.code}: ${why}`);
 }

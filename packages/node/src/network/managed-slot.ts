@@ -1,7 +1,7 @@
 import type { SlotAddresses } from './addressing.js';
 import type { NetContext } from './context.js';
 import { NetworkError } from './errors.js';
-import { SerialQueue } from './exec.js';
+import { Limiter } from '../util/index.js';
 import type { SlotNames } from './naming.js';
 import { applyEgress, destroySlotNetwork, resetSandboxInterface, type SlotSpec } from './slot-ops.js';
 import type { EgressRules, NetSlot } from './slot.js';
@@ -15,7 +15,7 @@ export class ManagedSlot implements NetSlot, SlotSpec {
   readonly hostAddress: string;
   readonly sandboxAddress: string;
   readonly #ctx: NetContext;
-  readonly #queue = new SerialQueue();
+  readonly #queue = new Limiter(1);
   #egress: EgressRules;
   #released = false;
 

@@ -2,33 +2,32 @@ import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { NodeConfig } from '../config/schema.js';
-import { ApiError, conflict, invalid, notFound, STATUS } from '../errors.js';
-import { readCapture } from '../runtime/capture.js';
-import { SnapshotError } from '../snapshot/errors.js';
-import type { EgressRules, NetSlot } from '../network/slot.js';
-import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
-import type { SandboxStore } from '../store/sandbox-store.js';
-import { initDefaults, type EnvdClient, type EnvdMetrics } from './envd-client.js';
-import { newSandboxId } from './ids.js';
-import { KeyedMutex } from './keyed-mutex.js';
+import { DomainError, conflict, invalid, notFound, STATUS } from '@agentenv/common';
+import type { NodeConfig } from '../config/index.js';
+import { initDefaults, type EnvdConnector, type EnvdMetrics } from '../envd/index.js';
+import type { EgressRules, NetSlot } from '../network/index.js';
+import { readCapture, type Capture, type RuntimeDriver, type SandboxHandle } from '../runtime/index.js';
+import { envdAccessToken, trafficAccessToken } from '../security/index.js';
+import { SnapshotError } from '../snapshot/index.js';
+import { forEachLimit, KeyedMutex, newSandboxId } from '../util/index.js';
+import type { LifecycleObserver } from './observer.js';
+import type { SandboxStore } from './persistence/index.js';
 import type { SandboxRecord } from './record.js';
+import { SandboxLogs } from './sandbox-logs.js';
 import type {
   PauseRepository,
   ResolvedTemplate,
+  SandboxSource,
   SlotProvider,
   SnapshotCatalog,
   SnapshotInfo,
-  TemplateCatalog,
+  SourceResolver,
 } from './seams.js';
 import { isTransient, transitionFor, type Operation, type SandboxState } from './states.js';
-import { envdAccessToken, trafficAccessToken } from './tokens.js';
-import { SandboxLogs } from './sandbox-logs.js';
-import type { LifecycleObserver } from './observer.js';
 import type { SandboxWarmPool } from './warm-pool.js';
 
 export interface CreateSandboxInput {
-  templateId: string;
+  source: SandboxSource;
   timeoutSecs: number;
   metadata: Record<string, string>;
   envVars: Record<string, string>;
@@ -43,9 +42,9 @@ export interface OrchestratorDeps {
   config: NodeConfig;
   store: SandboxStore;
   driver: RuntimeDriver;
-  templates: TemplateCatalog;
+  sources: SourceResolver;
   slots: SlotProvider;
-  envd: EnvdClient;
+  envd: EnvdConnector;
   logger: Logger;
   nodeSecret: string;
   /** Where paused sandboxes' captures live (durable, under $AENV_HOME). */
@@ -129,7 +128,7 @@ export class Orchestrator {
     const rec = this.get(id);
     const live = this.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
-    return this.d.envd.metrics(live.slot.hostAddress, live.handle.envdPort, rec.envdAccessToken);
+    return this.d.envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken);
   }
 
   /** Waits for any operation under way on the sandbox. */
@@ -161,18 +160,18 @@ export class Orchestrator {
 
   private admit(): void {
     const { maxSandboxes, maxConcurrentStarts } = this.d.config.orchestrator;
-    if (this.shuttingDown) throw new ApiError('unavailable', 'the node is shutting down', 5);
+    if (this.shuttingDown) throw new DomainError('unavailable', 'the node is shutting down', 5);
     if (this.live.size + this.starting >= maxSandboxes) {
-      throw new ApiError('rate_limited', `this node runs its maximum of ${maxSandboxes} sandboxes`, 5);
+      throw new DomainError('capacity', `this node runs its maximum of ${maxSandboxes} sandboxes`, 5);
     }
     // Beyond a few queued starts per slot, clients learn it now instead of timing out.
     if (this.starting >= maxConcurrentStarts * 4) {
-      throw new ApiError('unavailable', 'too many sandboxes starting at once; retry shortly', 1);
+      throw new DomainError('unavailable', 'too many sandboxes starting at once; retry shortly', 1);
     }
   }
 
   private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const template = await this.d.templates.resolve(input.templateId);
+    const template = await this.d.sources.resolve(input.source);
     try {
       const pooled = !template.snapshotId && template.capture ? this.d.pool : undefined;
       return await this.launch(template, input, pooled);
@@ -230,9 +229,7 @@ export class Orchestrator {
                 net: slot,
               });
         }
-        await this.d.envd.init(
-          slot.hostAddress,
-          handle.envdPort,
+        await this.d.envd(slot.hostAddress, handle.envdPort).init(
           {
             envVars: {
               ...template.sandboxDefaults?.envVars,
@@ -264,9 +261,9 @@ export class Orchestrator {
         this.d.store.delete(id);
         this.d.observer.failed('create');
         this.d.logger.error({ err, sandboxId: id }, 'create failed');
-        throw err instanceof ApiError
+        throw err instanceof DomainError
           ? err
-          : new ApiError('internal', `sandbox failed to start: ${(err as Error).message}`);
+          : new DomainError('internal', `sandbox failed to start: ${(err as Error).message}`);
       }
     });
   }
@@ -429,18 +426,11 @@ export class Orchestrator {
       return { ...rec, state: 'running' };
     });
     try {
-      const capture = await readCapture(dir!);
       const p = parent!;
-      const template: ResolvedTemplate = {
-        templateId: p.templateId,
-        ...(p.alias ? { alias: p.alias } : {}),
-        capture,
-        defaults: { cpuCount: p.cpuCount, memoryMB: p.memoryMB, diskSizeMB: p.diskSizeMB },
-        envdVersion: p.envdVersion,
-        ...(p.envdAccessToken ? { envdToken: p.envdAccessToken } : {}),
-      };
+      const source: SandboxSource = { kind: 'fork', capture: await readCapture(dir!), parent: p };
+      const template = await this.d.sources.resolve(source);
       const input: CreateSandboxInput = {
-        templateId: p.templateId,
+        source,
         timeoutSecs: timeoutSecs ?? Math.max(1, Math.ceil((Date.parse(p.endAt) - Date.now()) / 1000)),
         metadata: p.metadata,
         envVars: p.envVars,
@@ -467,7 +457,7 @@ export class Orchestrator {
       );
       return results.map((r) => {
         if (r.status === 'fulfilled') return { sandbox: r.value };
-        const e = r.reason instanceof ApiError ? r.reason : new ApiError('internal', String(r.reason));
+        const e = r.reason instanceof DomainError ? r.reason : new DomainError('internal', String(r.reason));
         return { error: { code: STATUS[e.kind], message: e.message } };
       });
     } finally {
@@ -528,7 +518,7 @@ export class Orchestrator {
   private async resumeWork(rec: SandboxRecord, timeoutSecs: number): Promise<SandboxRecord> {
     const local = rec.captureDir && existsSync(path.join(rec.captureDir, 'capture.json'));
     if (!local && !rec.pauseId)
-      throw new ApiError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
+      throw new DomainError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
     const opened = local ? undefined : await this.d.pauses.open(rec.pauseId!);
     let live: Live;
     try {
@@ -607,7 +597,7 @@ export class Orchestrator {
 
   private mustLive(id: string): Live {
     const live = this.live.get(id);
-    if (!live) throw new ApiError('internal', `sandbox ${id} is not live on this node`);
+    if (!live) throw new DomainError('internal', `sandbox ${id} is not live on this node`);
     return live;
   }
 
@@ -697,7 +687,7 @@ export class Orchestrator {
     if (this.ttlTimer) clearInterval(this.ttlTimer);
     const running = this.d.store.all().filter((r) => r.state === 'running');
     await this.d.pool?.close();
-    await runLimited(running, 4, (r) =>
+    await forEachLimit(running, 4, (r) =>
       this.pause(r.sandboxId).catch((err) =>
         this.d.logger.error({ err, sandboxId: r.sandboxId }, 'pause at shutdown failed'),
       ),
@@ -724,15 +714,6 @@ export class Orchestrator {
 
 /** Typed errors the API maps itself (repository unavailable, name taken, …) pass through. */
 function operationError(op: string, err: unknown): Error {
-  if (err instanceof ApiError || err instanceof SnapshotError) return err;
-  return new ApiError('internal', `${op} failed: ${(err as Error).message}`);
-}
-
-async function runLimited<T>(items: T[], limit: number, fn: (t: T) => Promise<unknown>): Promise<void> {
-  const queue = [...items];
-  await Promise.all(
-    Array.from({ length: Math.min(limit, queue.length) }, async () => {
-      for (let t = queue.shift(); t !== undefined; t = queue.shift()) await fn(t);
-    }),
-  );
+  if (err instanceof DomainError || err instanceof SnapshotError) return err;
+  return new DomainError('internal', `${op} failed: ${(err as Error).message}`);
 }

@@ -1,5 +1,5 @@
-import type { SandboxHandle } from '../runtime/driver.js';
-import type { EgressRules } from '../network/slot.js';
+import type { EgressRules } from '../network/index.js';
+import type { SandboxHandle } from '../runtime/index.js';
 import type { SandboxState } from './states.js';
 
 /** Everything the node keeps about one sandbox; persisted so paused sandboxes survive restarts. */

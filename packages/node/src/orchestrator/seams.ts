@@ -1,5 +1,6 @@
-import type { Capture, Resources, StartRequest } from '../runtime/driver.js';
-import type { EgressRules, NetSlot } from '../network/slot.js';
+import type { Credentials } from '../image/index.js';
+import type { EgressRules, NetSlot } from '../network/index.js';
+import type { Capture, Resources, StartRequest } from '../runtime/index.js';
 import type { SandboxRecord } from './record.js';
 
 /** How a sandbox boots when there is no captured ready state (a cold start from an image). */
@@ -60,9 +61,26 @@ export interface SnapshotCatalog {
   delete(idOrName: string): Promise<boolean>;
 }
 
-export interface TemplateCatalog {
-  /** Throws ApiError('invalid', …naming the template) when unknown. */
-  resolve(templateIdOrAlias: string): Promise<ResolvedTemplate>;
+/** What a sandbox starts from. */
+export type SandboxSource =
+  /** A create's templateID: a snapshot (id or name), else a template (see `template`). */
+  | { readonly kind: 'named'; readonly name: string }
+  /** A template only: a built one (id, name or name:tag), else `base`. */
+  | { readonly kind: 'template'; readonly name: string }
+  /** An image booted as it is, without a build (POST /sandboxes-cold); pulled on demand. */
+  | {
+      readonly kind: 'image';
+      readonly image: string;
+      readonly resources: Resources;
+      readonly credentials?: Credentials;
+    }
+  /** A running sandbox's capture, taken for a fork: children get the parent's settings. */
+  | { readonly kind: 'fork'; readonly capture: Capture; readonly parent: SandboxRecord };
+
+/** Turns a source into something to restore or boot (sources/ implements it). */
+export interface SourceResolver {
+  /** An unknown name throws DomainError('invalid', …naming it). */
+  resolve(source: SandboxSource): Promise<ResolvedTemplate>;
 }
 
 /** Network slots for sandboxes (network/). */

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { NetSlot } from '../network/slot.js';
-import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/driver.js';
+import type { NetSlot } from '../network/index.js';
+import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/index.js';
 import type { ResolvedTemplate, SlotProvider } from './seams.js';
 
 export interface PooledSandbox {

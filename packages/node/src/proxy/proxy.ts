@@ -1,12 +1,11 @@
 import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { safeEqual } from '../orchestrator/tokens.js';
-import type { Orchestrator } from '../orchestrator/orchestrator.js';
-import { isTransient } from '../orchestrator/states.js';
+import { safeEqual } from '@agentenv/common';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 import { forwardHeaders, type SandboxRoute } from './route.js';
 
-const ENVD_PORT = 49983;
 /** Proxy auto-resume guarantees at least this much life (AGENTENV-API.md §2). */
 const AUTO_RESUME_SECS = 300;
 

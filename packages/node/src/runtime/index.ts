@@ -1,5 +1,18 @@
 export type * from './driver.js';
 export * from './errors.js';
-export { readCapture, CAPTURE_META_FILE } from './capture.js';
-export { newSandboxId, isSandboxId } from './ids.js';
+export {
+  readCapture,
+  parseCaptureMeta,
+  listCaptureFiles,
+  writeCaptureMeta,
+  CAPTURE_META_FILE,
+  CAPTURE_FORMAT,
+} from './capture.js';
+export { DEFAULT_RESOURCES } from './resources.js';
+export { probeHealth, waitForHealth, type WaitOptions } from './readiness.js';
 export { GvisorDriver, type GvisorDriverOptions, type UpperMedium } from './gvisor/driver.js';
+export { unmountBelow } from './gvisor/mounts.js';
+// The gVisor driver's own runsc calls, for the bare-runsc baseline of the benches.
+export { inspectGvisorHost, type GvisorHost } from './gvisor/host.js';
+export { buildOciSpec } from './gvisor/oci-spec.js';
+export { runCommand as runscCommand, runscGlobalArgs, wrapForNetSysctlQuirk } from './gvisor/runsc.js';

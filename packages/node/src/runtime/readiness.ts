@@ -1,34 +1,11 @@
-import { connect } from 'node:net';
+import { requestOnce } from '../util/index.js';
 
-/**
- * One GET /health over a fresh connection that the client resets afterwards. Pooled keep-alive
- * connections (fetch) or a server-side close would leave an established or TIME_WAIT endpoint in
- * the sandbox, and gVisor refuses to checkpoint those.
- */
+/** One GET /health on a fresh connection, reset afterwards (see FreshConnectionAgent). */
 export function probeHealth(host: string, port: number, timeoutMs: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = connect({ host, port });
-    let buf = '';
-    let done = false;
-    const finish = (ok: boolean) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      if (!socket.destroyed) socket.resetAndDestroy();
-      resolve(ok);
-    };
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    socket.setNoDelay(true);
-    socket.on('connect', () => socket.write(`GET /health HTTP/1.1\r\nHost: ${host}:${port}\r\n\r\n`));
-    socket.setEncoding('latin1');
-    socket.on('data', (d: string) => {
-      buf += d;
-      const eol = buf.indexOf('\r\n');
-      if (eol >= 0) finish(/^HTTP\/1\.[01] 2\d\d/.test(buf.slice(0, eol)));
-    });
-    socket.on('error', () => finish(false));
-    socket.on('close', () => finish(false));
-  });
+  return requestOnce({ host, port, method: 'GET', path: '/health', timeoutMs }).then(
+    (r) => r.status >= 200 && r.status < 300,
+    () => false,
+  );
 }
 
 export interface WaitOptions {

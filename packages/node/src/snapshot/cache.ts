@@ -1,7 +1,6 @@
 import { cp, mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture, CAPTURE_META_FILE } from '../runtime/capture.js';
-import type { Capture } from '../runtime/driver.js';
+import { readCapture, CAPTURE_META_FILE, type Capture } from '../runtime/index.js';
 import { CacheFullError, SnapshotError } from './errors.js';
 import { checkSnapshotId, isSnapshotId } from './repository.js';
 import type { SnapshotStore } from './store.js';

@@ -1,5 +1,3 @@
-import type { ApiErrorKind } from '../errors.js';
-
 export type SnapshotErrorCode =
   /** Bad repository settings (e.g. no region): a startup error. */
   | 'config'
@@ -19,20 +17,6 @@ export type SnapshotErrorCode =
   | 'io'
   /** The repository is held by a garbage collection longer than a writer waits. */
   | 'busy';
-
-/** How the API reports each code (the lead's api/errors.ts maps SnapshotError through this). */
-export const SNAPSHOT_ERROR_KIND: Readonly<Record<SnapshotErrorCode, ApiErrorKind>> = {
-  config: 'internal',
-  unavailable: 'unavailable',
-  not_found: 'not_found',
-  alias_taken: 'conflict',
-  exists: 'conflict',
-  corrupt: 'internal',
-  cache_full: 'unavailable',
-  invalid: 'invalid',
-  io: 'internal',
-  busy: 'unavailable',
-};
 
 /** Base of every error of the snapshot library; `code` is stable for mapping. */
 export class SnapshotError extends Error {

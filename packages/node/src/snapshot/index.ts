@@ -1,11 +1,11 @@
 import { RepositoryConfigError } from './errors.js';
-import { OssRepository, type OssRepositoryOptions } from './oss-repository.js';
+import { S3Repository, type S3RepositoryOptions } from './s3-repository.js';
 import { PosixRepository, type PosixRepositoryOptions } from './posix-repository.js';
 import type { Repository } from './repository.js';
 
 export type RepositoryConfig =
   | ({ readonly backend: 'posix_fs' } & PosixRepositoryOptions)
-  | ({ readonly backend: 'oss' } & OssRepositoryOptions);
+  | ({ readonly backend: 'oss' } & S3RepositoryOptions);
 
 /** The repository named by `snapshot.repository_backend`; options are checked here (config errors throw). */
 export function createRepository(config: RepositoryConfig): Repository {
@@ -13,7 +13,7 @@ export function createRepository(config: RepositoryConfig): Repository {
     case 'posix_fs':
       return new PosixRepository(config);
     case 'oss':
-      return new OssRepository(config);
+      return new S3Repository(config);
     default:
       throw new RepositoryConfigError(
         `snapshot.repository_backend must be "posix_fs" or "oss", not ${JSON.stringify((config as { backend: unknown }).backend)}`,
@@ -35,7 +35,7 @@ export type {
   BlobSource,
 } from './repository.js';
 export { PosixRepository, type PosixRepositoryOptions } from './posix-repository.js';
-export { OssRepository, checkOssOptions, type OssRepositoryOptions } from './oss-repository.js';
+export { S3Repository, checkS3Options, type S3RepositoryOptions } from './s3-repository.js';
 export {
   SnapshotStore,
   type SnapshotStoreOptions,

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { parseCaptureMeta } from '../runtime/capture.js';
-import type { CaptureMeta } from '../runtime/driver.js';
+import { parseCaptureMeta, type CaptureMeta } from '../runtime/index.js';
 import type { ChunkingOptions, ChunkMode } from './chunker.js';
 import { SnapshotCorruptError } from './errors.js';
 

@@ -9,6 +9,7 @@ import {
   SnapshotNotFoundError,
 } from './errors.js';
 import { isSha256, sha256 } from './manifest.js';
+import { forEachLimit } from '../util/index.js';
 
 /**
  * The snapshot repository: durable, possibly shared by several nodes. It holds content-addressed
@@ -314,7 +315,7 @@ export async function collect(stream: Readable, max = Infinity): Promise<Buffer>
 
 /**
  * The catalogue logic both backends share, over a handful of object primitives each backend
- * implements with its own atomicity guarantees (see posix-repository.ts and oss-repository.ts).
+ * implements with its own atomicity guarantees (see posix-repository.ts and s3-repository.ts).
  */
 export abstract class ObjectRepository implements Repository {
   abstract readonly backend: 'posix_fs' | 'oss';
@@ -635,26 +636,4 @@ export abstract class ObjectRepository implements Repository {
   async deleteClaim(name: string): Promise<void> {
     await this.deleteObject(claimKey(name));
   }
-}
-
-/** Runs `fn` over `items` with at most `limit` calls in flight; the first failure is thrown. */
-export async function forEachLimit<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T, index: number) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const worker = async () => {
-    while (!failed && next < items.length) {
-      const i = next++;
-      try {
-        await fn(items[i] as T, i);
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }

@@ -2,9 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { newSandboxId } from '../orchestrator/ids.js';
-import { readCapture, writeCaptureMeta } from '../runtime/capture.js';
-import type { Capture } from '../runtime/driver.js';
+import { readCapture, writeCaptureMeta, type Capture } from '../runtime/index.js';
+import { forEachLimit, newSandboxId } from '../util/index.js';
 import { Chunker, chunkModeFor, validateChunking, type ChunkingOptions } from './chunker.js';
 import {
   SnapshotCorruptError,
@@ -25,7 +24,6 @@ import {
 } from './manifest.js';
 import {
   checkSnapshotId,
-  forEachLimit,
   isSnapshotId,
   RECORD_FORMAT,
   validateRecord,

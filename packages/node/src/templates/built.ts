@@ -1,15 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { conflict, invalid, notFound } from '../errors.js';
-import type { ResolvedTemplate, TemplateCatalog } from '../orchestrator/seams.js';
-import { newSandboxId } from '../orchestrator/ids.js';
-import type { Resources } from '../runtime/driver.js';
+import { conflict, invalid, notFound } from '@agentenv/common';
+import type { ResolvedTemplate } from '../orchestrator/index.js';
+import { DEFAULT_RESOURCES, type Resources } from '../runtime/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../snapshot/index.js';
-import { BuildLog } from './builds/log.js';
-import type { BuildQueue } from './builds/queue.js';
-import type { BuildResult, BuildRunner, BuildSpec } from './builds/runner.js';
-import { StepError } from './builds/steps.js';
+import { newSandboxId, type Limiter } from '../util/index.js';
+import { BuildLog, StepError, type BuildResult, type BuildRunner, type BuildSpec } from './builds/index.js';
 import type { SandboxDefaults } from './image-boot.js';
 
 /** A built template as the snapshot repository records it (record meta `template`). */
@@ -52,7 +49,6 @@ interface Registered {
 /** Names of built templates in the repository's name space, apart from snapshot names. */
 const ALIAS_PREFIX = 'template/';
 const KIND = 'template';
-const DEFAULT_RESOURCES: Resources = { cpuCount: 2, memoryMB: 1024, diskSizeMB: 2048 };
 
 const infoOf = (r: SnapshotRecord) => (r.meta as { template: TemplateInfo }).template;
 
@@ -67,9 +63,9 @@ export function splitName(full: string): { name: string; tag?: string } {
  * Templates built on this node or any node sharing the snapshot repository. A build's ready state
  * is stored like a snapshot (label kind `template`, names under `template/`), so every node sees
  * it and rebuilds it into its runtime cache on demand; builds in progress live on the node that
- * runs them. Resolves built templates for creates and hands other ids to `next` (`base`).
+ * runs them. A source of the create chain (sources/): finds built templates by id, name or name:tag.
  */
-export class BuiltTemplates implements TemplateCatalog {
+export class BuiltTemplates {
   private readonly registered = new Map<string, Registered>();
 
   constructor(
@@ -77,9 +73,9 @@ export class BuiltTemplates implements TemplateCatalog {
       store: SnapshotStore;
       cache: RuntimeCache;
       runner: BuildRunner;
-      queue: BuildQueue;
+      /** Builds that may run at once; the rest wait. */
+      queue: Limiter;
       envdVersion: string;
-      next: TemplateCatalog;
       logger: Logger;
     },
   ) {}
@@ -89,9 +85,9 @@ export class BuiltTemplates implements TemplateCatalog {
     return r && r.labels.kind === KIND ? r : undefined;
   }
 
-  async resolve(idOrName: string): Promise<ResolvedTemplate> {
+  async find(idOrName: string): Promise<ResolvedTemplate | undefined> {
     const r = await this.record(idOrName);
-    if (!r) return this.d.next.resolve(idOrName);
+    if (!r) return undefined;
     const info = infoOf(r);
     const { capture, release } = await this.d.cache.acquire(r.id);
     return {

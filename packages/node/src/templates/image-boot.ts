@@ -1,20 +1,10 @@
-import { invalid } from '../errors.js';
-import {
-  envRecord,
-  ensureSandboxLayer,
-  type Credentials,
-  type ImageStore,
-  type PulledImage,
-} from '../image/oci/index.js';
-import {
-  ENVD_PORT,
-  envdInitArgs,
-  ensureToolsLayer,
-  loadToolsBundle,
-  TOOLS_SANDBOX_PATH,
-} from '../image/tools.js';
-import type { BootSpec, ResolvedTemplate } from '../orchestrator/seams.js';
-import { imagePasswd, userName } from './builds/users.js';
+import { invalid } from '@agentenv/common';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../envd/index.js';
+import { envRecord, type Credentials, type ImageStore, type PulledImage } from '../image/index.js';
+import type { BootSpec, ResolvedTemplate } from '../orchestrator/index.js';
+import { imagePasswd, userName } from './builds/index.js';
+import { ensureSandboxLayer } from './sandbox-layer.js';
 
 /** Sandbox defaults an image's config carries (envd /init). */
 export type SandboxDefaults = NonNullable<ResolvedTemplate['sandboxDefaults']>;

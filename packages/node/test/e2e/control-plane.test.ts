@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from './server-fixture.js';
+import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
 let sandboxId: string;
 

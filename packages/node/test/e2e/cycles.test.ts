@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, RUNTIME_PATH, useTestServer } from './server-fixture.js';
+import { api, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer({ AENV_POOL_SIZE: '0' });
 beforeAll(async () => {

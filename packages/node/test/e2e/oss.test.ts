@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startS3, type S3Server } from '../snapshot/helpers.js';
+import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
@@ -16,7 +16,7 @@ import {
   startServer,
   useSdkEnv,
   type TestServer,
-} from './server-fixture.js';
+} from '@agentenv/test-support/server';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-oss-'));
 

@@ -3,7 +3,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
-import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from './server-fixture.js';
+import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from '@agentenv/test-support/server';
 
 const node = useTestServer();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { CommandExitError, Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, DOMAIN, PORT, useTestServer } from './server-fixture.js';
+import { api, DOMAIN, PORT, useTestServer } from '@agentenv/test-support/server';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

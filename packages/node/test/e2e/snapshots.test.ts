@@ -9,7 +9,7 @@ import {
   TEST_HOME,
   urlOf,
   useTestServer,
-} from './server-fixture.js';
+} from '@agentenv/test-support/server';
 
 /** The second node of the cross-node test: an instance number no other test uses. */
 const INSTANCE_B = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 5;

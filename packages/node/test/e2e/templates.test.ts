@@ -16,9 +16,10 @@ import {
   skopeoPush,
   tarOf,
   writeLayout,
-} from '../oci/images.js';
-import { startRegistry, type TestRegistry } from '../oci/registry.js';
-import { api, useTestServer } from './server-fixture.js';
+  startRegistry,
+  type TestRegistry,
+} from '@agentenv/test-support/oci';
+import { api, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer();
 

@@ -19,7 +19,7 @@ import {
   startServer,
   stopServer,
   type TestInternet,
-} from './helpers.js';
+} from '@agentenv/test-support/network';
 
 const INTERNET_URL = `http://${INTERNET_ADDRESS}/`;
 

@@ -9,7 +9,7 @@ import {
   leftovers,
   silentLogger,
   type TestInternet,
-} from './helpers.js';
+} from '@agentenv/test-support/network';
 
 const NOTHING = { namespaces: [], links: [], rules: [] };
 

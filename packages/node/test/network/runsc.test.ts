@@ -16,7 +16,7 @@ import {
   sh,
   silentLogger,
   type TestInternet,
-} from './helpers.js';
+} from '@agentenv/test-support/network';
 
 /**
  * The topology under a real gVisor sandbox: runsc --network=sandbox takes the slot's interface,

@@ -11,15 +11,13 @@ import {
   skopeoPush,
   writeLayout,
   type TestImage,
-} from './images.js';
-import {
   startRegistry,
   startTokenServer,
   TEST_PASS,
   TEST_USER,
   type TestRegistry,
   type TokenServer,
-} from './registry.js';
+} from '@agentenv/test-support/oci';
 
 let work: string;
 let image: TestImage;

@@ -6,8 +6,16 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ImageStore, OciError } from '../../src/image/oci/index.js';
-import { freePort, startFakeRegistry, type FakeRegistry } from './registry.js';
-import { ociImage, randomLayer, sha256, tarOf, type TestImage } from './images.js';
+import {
+  freePort,
+  startFakeRegistry,
+  type FakeRegistry,
+  ociImage,
+  randomLayer,
+  sha256,
+  tarOf,
+  type TestImage,
+} from '@agentenv/test-support/oci';
 
 let fake: FakeRegistry;
 let work: string;

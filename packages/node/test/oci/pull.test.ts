@@ -20,8 +20,9 @@ import {
   whiteoutLayer,
   writeLayout,
   type TestImage,
-} from './images.js';
-import { startRegistry, type TestRegistry } from './registry.js';
+  startRegistry,
+  type TestRegistry,
+} from '@agentenv/test-support/oci';
 
 const run = promisify(execFile);
 

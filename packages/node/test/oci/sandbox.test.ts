@@ -7,13 +7,21 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ensureSandboxLayer, envRecord, ImageStore } from '../../src/image/oci/index.js';
-import { ENVD_PORT, envdInitArgs, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../../src/image/tools.js';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { envdInitArgs, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../../src/envd/index.js';
+import { envRecord, ImageStore } from '../../src/image/index.js';
+import { ensureSandboxLayer } from '../../src/templates/index.js';
 import type { SandboxHandle } from '../../src/runtime/driver.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
-import { EnvdClient, httpCall } from '../runtime/envd-client.js';
-import { ensureToolsBundle, mountsMentioning, TOOLS_DIR } from '../runtime/fixture.js';
-import { createTestNet, destroyAllTestNets } from '../runtime/netns.js';
+import {
+  EnvdClient,
+  httpCall,
+  ensureToolsBundle,
+  mountsMentioning,
+  TOOLS_DIR,
+  createTestNet,
+  destroyAllTestNets,
+} from '@agentenv/test-support/runtime';
 import {
   baseLayer,
   imageBlobs,
@@ -23,8 +31,9 @@ import {
   topLayer,
   whiteoutLayer,
   writeLayout,
-} from './images.js';
-import { startRegistry, type TestRegistry } from './registry.js';
+  startRegistry,
+  type TestRegistry,
+} from '@agentenv/test-support/oci';
 
 const RUNTIME_DIR = `/run/aenv-test/${process.pid}-oci`;
 const probe = await new GvisorDriver({ runtimeDir: RUNTIME_DIR }).probe();

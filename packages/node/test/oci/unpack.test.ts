@@ -7,7 +7,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OciError } from '../../src/image/oci/errors.js';
 import { unpackLayer } from '../../src/image/oci/unpack.js';
-import { sha256, tarOf, type TarItem } from './images.js';
+import { sha256, tarOf, type TarItem } from '@agentenv/test-support/oci';
 
 const run = promisify(execFile);
 let work: string;

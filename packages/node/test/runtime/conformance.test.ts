@@ -9,17 +9,19 @@ import {
   RuntimeError,
 } from '../../src/runtime/errors.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
-import type { Template } from '../../src/image/template.js';
-import { EnvdClient } from './envd-client.js';
+import type { Template } from '../../src/templates/index.js';
 import {
+  EnvdClient,
   baseTemplate,
   mountsMentioning,
   processesMentioning,
   runscIds,
   sleep,
   TEST_HOME,
-} from './fixture.js';
-import { createTestNet, destroyAllTestNets, type TestNet } from './netns.js';
+  createTestNet,
+  destroyAllTestNets,
+  type TestNet,
+} from '@agentenv/test-support/runtime';
 
 /**
  * The same behaviour is required of every runtime driver. A driver whose host prerequisites are

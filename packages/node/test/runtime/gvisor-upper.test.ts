@@ -3,10 +3,15 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SandboxHandle } from '../../src/runtime/driver.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
-import type { Template } from '../../src/image/template.js';
-import { EnvdClient } from './envd-client.js';
-import { baseTemplate, mountsMentioning, TEST_HOME } from './fixture.js';
-import { createTestNet, destroyAllTestNets } from './netns.js';
+import type { Template } from '../../src/templates/index.js';
+import {
+  EnvdClient,
+  baseTemplate,
+  mountsMentioning,
+  TEST_HOME,
+  createTestNet,
+  destroyAllTestNets,
+} from '@agentenv/test-support/runtime';
 
 /**
  * gVisor-specific: the size-capped writable layer (`upper: 'tmpfs'`, a filestore on a per-sandbox

@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/snapshot/index.js';
-import { fileFixtures, spawnChild, waitExit } from './helpers.js';
+import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 
 /**
  * Crash consistency: writer processes commit (and delete, and collect garbage) in a loop and are

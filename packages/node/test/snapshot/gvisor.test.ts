@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resources, SandboxHandle } from '../../src/runtime/driver.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
-import type { Template } from '../../src/image/template.js';
+import type { Template } from '../../src/templates/index.js';
 import {
   createRepository,
   RuntimeCache,
@@ -11,10 +11,15 @@ import {
   Workspace,
   type Repository,
 } from '../../src/snapshot/index.js';
-import { EnvdClient } from '../runtime/envd-client.js';
-import { baseTemplate, TEST_HOME } from '../runtime/fixture.js';
-import { createTestNet, destroyAllTestNets, type TestNet } from '../runtime/netns.js';
-import { duBytes } from './helpers.js';
+import {
+  EnvdClient,
+  baseTemplate,
+  TEST_HOME,
+  createTestNet,
+  destroyAllTestNets,
+  type TestNet,
+} from '@agentenv/test-support/runtime';
+import { duBytes } from '@agentenv/test-support/snapshot';
 
 /**
  * The acceptance test of incremental storage with a real sandbox: after a 1 MiB change in a

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   AliasTakenError,
   createRepository,
-  OssRepository,
+  S3Repository,
   RepositoryConfigError,
   RepositoryUnavailableError,
   SnapshotCorruptError,
@@ -15,7 +15,7 @@ import {
   type SnapshotRecord,
 } from '../../src/snapshot/index.js';
 import { collect } from '../../src/snapshot/repository.js';
-import { fileFixtures, spawnChild, waitExit } from './helpers.js';
+import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 let seq = 0;
@@ -174,7 +174,7 @@ for (const b of backends) {
 
     it('lets exactly one of many concurrent commits take a name', async () => {
       // s3rver ignores If-None-Match: the check-write-verify fallback is what is exercised.
-      if (repo instanceof OssRepository) expect(repo.conditionalWrites).toBe(false);
+      if (repo instanceof S3Repository) expect(repo.conditionalWrites).toBe(false);
       const m = sha(Buffer.from('x'));
       const results = await Promise.allSettled(
         Array.from({ length: 24 }, (_, i) =>
@@ -195,7 +195,7 @@ for (const b of backends) {
       const owners = Array.from({ length: 12 }, (_, i) => `node-${i}`);
       // Racing owners need an atomic exclusive create: posix link(), or S3 If-None-Match, which
       // s3rver lacks (its check-write-verify fallback can let a late writer replace the holder).
-      const atomic = !(repo instanceof OssRepository) || repo.conditionalWrites;
+      const atomic = !(repo instanceof S3Repository) || repo.conditionalWrites;
       const holders = atomic
         ? await Promise.all(owners.map((o) => repo.claim(name, o)))
         : await owners.reduce<Promise<string[]>>(
@@ -216,7 +216,7 @@ for (const b of backends) {
       const r3 = await b.make('procs');
       await r3.open();
       const config =
-        r3 instanceof OssRepository
+        r3 instanceof S3Repository
           ? fx.s3.config(r3.location.replace(`s3://${fx.s3.bucket}/`, ''))
           : { backend: 'posix_fs', path: r3.location };
       const children = [0, 1].map((i) =>
@@ -246,7 +246,7 @@ for (const b of backends) {
       const r4 = await b.make('many');
       await r4.open();
       const blobs = Array.from({ length: 1100 }, (_, i) => Buffer.from(`blob ${i}`));
-      const { forEachLimit } = await import('../../src/snapshot/repository.js');
+      const { forEachLimit } = await import('../../src/util/index.js');
       await forEachLimit(blobs, 16, async (x) => {
         await r4.putBlob(sha(x), x);
       });

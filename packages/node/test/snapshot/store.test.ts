@@ -14,7 +14,7 @@ import {
   type Repository,
 } from '../../src/snapshot/index.js';
 import { blobKey } from '../../src/snapshot/repository.js';
-import { captureDigest, fileFixtures, randomPages, writeCapture } from './helpers.js';
+import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 
 const PAGE = 4096;
 const fx = fileFixtures();

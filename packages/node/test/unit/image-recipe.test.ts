@@ -9,7 +9,7 @@ import {
   mmdebstrapArgs,
   readyStateKey,
   recipeHash,
-} from '../../src/image/recipe.js';
+} from '../../src/templates/base/recipe.js';
 
 describe('recipe hashing', () => {
   it('ignores key and package order, changes with content', () => {

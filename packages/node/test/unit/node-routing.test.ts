@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodePageToken, matchesMetadata, paginate, parseMetadataFilter } from '../../src/api/pagination.js';
-import { newSandboxId } from '../../src/orchestrator/ids.js';
+import { newSandboxId } from '../../src/util/ids.js';
 import { isTransient, transitionFor, visibleState } from '../../src/orchestrator/states.js';
 import { forwardHeaders, routeRequest } from '../../src/proxy/route.js';
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { CAPTURE_FORMAT } from '../../src/runtime/capture.js';
 import { DEFAULT_CHUNKING } from '../../src/snapshot/chunker.js';
+import { SNAPSHOT_ERROR_KIND } from '../../src/api/errors.js';
 import {
   RepositoryConfigError,
   SnapshotCorruptError,
   SnapshotInvalidError,
-  SNAPSHOT_ERROR_KIND,
 } from '../../src/snapshot/errors.js';
 import { createRepository } from '../../src/snapshot/index.js';
 import {
@@ -15,7 +15,7 @@ import {
   sha256,
   type Manifest,
 } from '../../src/snapshot/manifest.js';
-import { checkOssOptions, OssRepository } from '../../src/snapshot/oss-repository.js';
+import { checkS3Options, S3Repository } from '../../src/snapshot/s3-repository.js';
 import {
   blobKey,
   checkAliasName,
@@ -162,7 +162,7 @@ describe('snapshot catalogue: oss options', () => {
 
   it('requires a region, with a message naming the setting', () => {
     for (const region of [undefined, '', '  ']) {
-      expect(() => new OssRepository({ ...base, region } as never)).toThrow(RepositoryConfigError);
+      expect(() => new S3Repository({ ...base, region } as never)).toThrow(RepositoryConfigError);
     }
     expect(() => createRepository({ backend: 'oss', ...base, region: undefined } as never)).toThrow(
       /^snapshot\.oss\.region is required/,
@@ -170,16 +170,16 @@ describe('snapshot catalogue: oss options', () => {
   });
 
   it('checks the other settings', () => {
-    expect(checkOssOptions(base)).toBe(base);
-    expect(() => checkOssOptions({ ...base, bucket: 'Bad_Bucket' })).toThrow(/bucket/);
-    expect(() => checkOssOptions({ ...base, endpoint: 'ftp://x' })).toThrow(/endpoint/);
-    expect(() => checkOssOptions({ ...base, addressingStyle: 'dns' as never })).toThrow(/addressing_style/);
-    expect(() => checkOssOptions({ ...base, accessKeyId: 'a' })).toThrow(/go together/);
+    expect(checkS3Options(base)).toBe(base);
+    expect(() => checkS3Options({ ...base, bucket: 'Bad_Bucket' })).toThrow(/bucket/);
+    expect(() => checkS3Options({ ...base, endpoint: 'ftp://x' })).toThrow(/endpoint/);
+    expect(() => checkS3Options({ ...base, addressingStyle: 'dns' as never })).toThrow(/addressing_style/);
+    expect(() => checkS3Options({ ...base, accessKeyId: 'a' })).toThrow(/go together/);
     expect(() =>
-      checkOssOptions({ ...base, accessKeyId: 'a', secretAccessKey: 'b', credentialProcess: 'x' }),
+      checkS3Options({ ...base, accessKeyId: 'a', secretAccessKey: 'b', credentialProcess: 'x' }),
     ).toThrow(/not both/);
     expect(() => createRepository({ backend: 'nfs' } as never)).toThrow(/posix_fs/);
-    expect(new OssRepository({ ...base, prefix: 'a/b' }).location).toBe('s3://b1-ok/a/b/');
+    expect(new S3Repository({ ...base, prefix: 'a/b' }).location).toBe('s3://b1-ok/a/b/');
   });
 
   it('maps every error code to an API error kind', () => {

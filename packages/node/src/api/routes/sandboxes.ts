@@ -1,9 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { ApiError, invalid } from '../../errors.js';
-import { validateEgressRules as validateEgress } from '../../network/egress.js';
-import type { CreateSandboxInput, Orchestrator } from '../../orchestrator/orchestrator.js';
-import { visibleState } from '../../orchestrator/states.js';
+import { DomainError, invalid } from '@agentenv/common';
+import { validateEgressRules as validateEgress } from '../../network/index.js';
+import { visibleState, type CreateSandboxInput, type Orchestrator } from '../../orchestrator/index.js';
 import { matchesMetadata, paginate, parseMetadataFilter } from '../pagination.js';
 import {
   CreateSandboxBody,
@@ -29,7 +28,7 @@ export function createInput(
   body: Static<typeof CreateSandboxBody>,
   alwaysSecure: boolean,
   defaultTimeoutSecs: number,
-): Omit<CreateSandboxInput, 'templateId'> {
+): Omit<CreateSandboxInput, 'source'> {
   if (body.timeout === 0) throw invalid('timeout must be at least 1 second');
   const egress = validateEgress({
     allowInternet: body.allow_internet_access ?? true,
@@ -56,7 +55,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   const create = async (body: Static<typeof CreateSandboxBody>, alwaysSecure: boolean) =>
     orch.create({
       ...createInput(body, alwaysSecure, opts.defaultTimeoutSecs),
-      templateId: body.templateID ?? 'base',
+      source: { kind: 'named', name: body.templateID ?? 'base' },
     });
   for (const url of ['/sandboxes', '/v2/sandboxes']) {
     app.post(url, { schema: { body: CreateSandboxBody } }, async (req, reply) => {
@@ -114,7 +113,8 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
 
   app.post('/sandboxes/:sandboxID/pause', { schema: { params: SandboxParams } }, async (req, reply) => {
     const rec = orch.get(req.params.sandboxID);
-    if (rec.state === 'paused') throw new ApiError('conflict', `sandbox ${rec.sandboxId} is already paused`);
+    if (rec.state === 'paused')
+      throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already paused`);
     await orch.pause(req.params.sandboxID);
     return reply.status(204).send();
   });
@@ -137,7 +137,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     // Unknown here may still be paused on another node sharing the repository: connect looks.
     const rec = orch.find(req.params.sandboxID);
     if (rec?.state === 'running')
-      throw new ApiError('conflict', `sandbox ${rec.sandboxId} is already running`);
+      throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already running`);
     return connect('set')(req, reply);
   });
 

@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { notFound } from '../../errors.js';
-import type { Orchestrator } from '../../orchestrator/orchestrator.js';
-import type { SnapshotCatalog, SnapshotInfo } from '../../orchestrator/seams.js';
+import { notFound } from '@agentenv/common';
+import type { Orchestrator, SnapshotCatalog, SnapshotInfo } from '../../orchestrator/index.js';
 import { paginate } from '../pagination.js';
 import { SandboxParams } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';

@@ -1,10 +1,10 @@
 import { freemem, totalmem, cpus, loadavg } from 'node:os';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { NodeConfig } from '../../config/schema.js';
-import { notFound } from '../../errors.js';
-import type { NodeMetrics } from '../../metrics/node-metrics.js';
-import type { Orchestrator } from '../../orchestrator/orchestrator.js';
+import { notFound } from '@agentenv/common';
+import type { NodeConfig } from '../../config/index.js';
+import type { NodeMetrics } from '../../metrics/index.js';
+import type { Orchestrator } from '../../orchestrator/index.js';
 
 export interface SystemRoutesOptions {
   orchestrator: Orchestrator;

@@ -1,11 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { invalid, notFound } from '../../errors.js';
-import type { Orchestrator } from '../../orchestrator/orchestrator.js';
-import type { SnapshotCatalog } from '../../orchestrator/seams.js';
-import type { BuiltTemplates } from '../../templates/built.js';
-import { checkFilesHash, type BuildFiles } from '../../templates/builds/files.js';
-import type { ColdImages } from '../../templates/cold.js';
+import { invalid, notFound } from '@agentenv/common';
+import type { Orchestrator, SnapshotCatalog } from '../../orchestrator/index.js';
+import { DEFAULT_RESOURCES } from '../../runtime/index.js';
+import { checkFilesHash, type BuildFiles, type BuiltTemplates } from '../../templates/index.js';
 import { CreateSandboxBody } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';
 import { createInput } from './sandboxes.js';
@@ -14,7 +12,6 @@ export interface TemplateRoutesOptions {
   orchestrator: Orchestrator;
   templates: BuiltTemplates;
   files: BuildFiles;
-  cold: ColdImages;
   snapshots: SnapshotCatalog;
   defaultTimeoutSecs: number;
   domain: string | undefined;
@@ -195,28 +192,24 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
 
   app.post('/sandboxes-cold', { schema: { body: ColdBody } }, async (req, reply) => {
     const b = req.body;
-    const templateId = opts.cold.stage({
-      image: b.image,
-      resources: {
-        cpuCount: b.cpuCount ?? 2,
-        memoryMB: b.memoryMB ?? 1024,
-        diskSizeMB: b.diskSizeMB ?? 2048,
+    const body =
+      b.allowInternetAccess === undefined ? b : { ...b, allow_internet_access: b.allowInternetAccess };
+    const rec = await opts.orchestrator.create({
+      ...createInput(body, b.secure ?? false, opts.defaultTimeoutSecs),
+      source: {
+        kind: 'image',
+        image: b.image,
+        resources: {
+          cpuCount: b.cpuCount ?? DEFAULT_RESOURCES.cpuCount,
+          memoryMB: b.memoryMB ?? DEFAULT_RESOURCES.memoryMB,
+          diskSizeMB: b.diskSizeMB ?? DEFAULT_RESOURCES.diskSizeMB,
+        },
+        ...(b.registryAuth ? { credentials: b.registryAuth } : {}),
       },
-      ...(b.registryAuth ? { credentials: b.registryAuth } : {}),
     });
-    try {
-      const body =
-        b.allowInternetAccess === undefined ? b : { ...b, allow_internet_access: b.allowInternetAccess };
-      const rec = await opts.orchestrator.create({
-        ...createInput(body, b.secure ?? false, opts.defaultTimeoutSecs),
-        templateId,
-      });
-      return reply
-        .status(201)
-        .header('x-agentenv-sandbox-id', rec.sandboxId)
-        .send(sandboxBody(rec, opts.domain));
-    } finally {
-      opts.cold.unstage(templateId);
-    }
+    return reply
+      .status(201)
+      .header('x-agentenv-sandbox-id', rec.sandboxId)
+      .send(sandboxBody(rec, opts.domain));
   });
 };

@@ -7,10 +7,11 @@ export {
   type PullProgress,
   type PulledImage,
 } from './pull.js';
-export { LayerCache, type CacheUsage } from './cache.js';
+export { LayerCache, diskUsage, type CacheUsage } from './cache.js';
 export { OciError, LayerCacheFullError, type OciErrorCode } from './errors.js';
 export { parseReference, formatReference, type ImageReference } from './reference.js';
 export { hostPlatform, parsePlatform, formatPlatform, type Platform } from './platform.js';
 export { envRecord, type ImageConfig } from './manifest.js';
 export type { Credentials } from './auth.js';
-export { ensureSandboxLayer, type SandboxLayerOptions } from './sandbox-layer.js';
+export { readTar, type TarMember } from './tar.js';
+export { safeComponents } from './unpack.js';

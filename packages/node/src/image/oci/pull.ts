@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LayerStore, pidAlive } from '../layer-store.js';
-import { silentLog, type Log } from '../log.js';
+import { forEachLimit, silentLog, type Log } from '../../util/index.js';
 import { credentialsFromAuthFile, defaultAuthFile, type Credentials } from './auth.js';
 import { LayerCache, OCI_LAYER_PREFIX } from './cache.js';
 import { errnoIn, OciError } from './errors.js';
@@ -256,7 +256,12 @@ export class ImageStore {
         const n = await this.ensureLayer(client, ref, name, desc, diffId, id, controller.signal, report);
         downloaded += n;
       });
-      await runLimited(tasks, this.opts.concurrency ?? 3, controller);
+      await forEachLimit(
+        tasks,
+        this.opts.concurrency ?? 3,
+        (t) => t(),
+        () => controller.abort(),
+      );
       for (let i = 0; i < count; i++) {
         const meta = await this.layers.meta(ids[i]!).catch(() => null);
         sources[i] = (meta?.source as LayerSource | undefined) ?? null;
@@ -431,29 +436,6 @@ export class ImageStore {
     }
     await this.layers.sweep();
   }
-}
-
-/** Runs tasks with at most `limit` at once; the first failure aborts the rest, all settle before returning. */
-async function runLimited(
-  tasks: (() => Promise<void>)[],
-  limit: number,
-  controller: AbortController,
-): Promise<void> {
-  let next = 0;
-  let failure: unknown = null;
-  const worker = async () => {
-    while (next < tasks.length && failure === null) {
-      const t = tasks[next++]!;
-      try {
-        await t();
-      } catch (e) {
-        if (failure === null) failure = e;
-        controller.abort();
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, tasks.length)) }, worker));
-  if (failure !== null) throw failure;
 }
 
 /** One-shot convenience: `new ImageStore(opts).pull(reference, opts)`. */

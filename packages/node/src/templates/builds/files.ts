@@ -5,9 +5,8 @@ import { posix, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
-import { invalid } from '../../errors.js';
-import { readTar } from '../../image/oci/tar.js';
-import { safeComponents } from '../../image/oci/unpack.js';
+import { invalid } from '@agentenv/common';
+import { readTar, safeComponents } from '../../image/index.js';
 
 /** One member of a COPY step's archive, placed at its destination in the sandbox. */
 export interface CopyEntry {

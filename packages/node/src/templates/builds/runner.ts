@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { Credentials } from '../../image/oci/index.js';
-import type { NetworkManager } from '../../network/manager.js';
-import { initDefaults, type EnvdClient } from '../../orchestrator/envd-client.js';
-import type { TemplateCatalog } from '../../orchestrator/seams.js';
-import type { Resources, RuntimeDriver, SandboxHandle } from '../../runtime/driver.js';
+import { initDefaults, type EnvdApi, type EnvdConnector } from '../../envd/index.js';
+import type { Credentials } from '../../image/index.js';
+import type { NetworkManager } from '../../network/index.js';
+import type { SourceResolver } from '../../orchestrator/index.js';
+import type { Resources, RuntimeDriver, SandboxHandle } from '../../runtime/index.js';
 import type { ImageBoot, SandboxDefaults } from '../image-boot.js';
-import { EnvdSession } from './envd-session.js';
 import type { BuildFiles } from './files.js';
 import type { BuildLog } from './log.js';
 import { StepError, StepRunner, type BuildState, type BuildStep } from './steps.js';
@@ -36,9 +35,9 @@ export interface BuildRunnerDeps {
   driver: RuntimeDriver;
   network: NetworkManager;
   images: ImageBoot;
-  /** Templates a build may start from (`fromTemplate`): built ones and `base`. */
-  templates: TemplateCatalog;
-  envd: EnvdClient;
+  /** What a build may start from (`fromTemplate`: built templates and `base`). */
+  sources: SourceResolver;
+  envd: EnvdConnector;
   files: BuildFiles;
   /** Where ready states are captured before they go to the snapshot repository. */
   workDir: string;
@@ -61,7 +60,7 @@ export class BuildRunner {
     try {
       const base = await this.boot(spec, resources, log, pinAs, slot);
       handle = base.handle;
-      const envd = new EnvdSession(slot.hostAddress, handle.envdPort);
+      const envd = this.d.envd(slot.hostAddress, handle.envdPort);
       const state: BuildState = {
         user: base.defaults.user ?? 'user',
         workdir: base.defaults.workdir,
@@ -75,7 +74,7 @@ export class BuildRunner {
         ...(state.workdir ? { workdir: state.workdir } : {}),
       };
       // Kept in envd's memory, so in the capture: every sandbox starts with them.
-      await this.d.envd.init(slot.hostAddress, handle.envdPort, {
+      await envd.init({
         envVars: state.env,
         ...initDefaults(defaults),
         timestamp: new Date().toISOString(),
@@ -107,7 +106,7 @@ export class BuildRunner {
       });
       log.info('booting the build sandbox');
       const handle = await this.d.driver.start({ ...b.boot, resources, net });
-      await this.d.envd.init(net.hostAddress, handle.envdPort, {
+      await this.d.envd(net.hostAddress, handle.envdPort).init({
         envVars: b.defaults.envVars ?? {},
         ...initDefaults(b.defaults),
         timestamp: new Date().toISOString(),
@@ -120,7 +119,7 @@ export class BuildRunner {
     }
     const name = spec.fromTemplate!;
     log.info(`starting from template ${name}`);
-    const t = await this.d.templates.resolve(name);
+    const t = await this.d.sources.resolve({ kind: 'template', name });
     try {
       const handle = t.capture
         ? await this.d.driver.restore({ capture: t.capture, resources, net })
@@ -132,7 +131,7 @@ export class BuildRunner {
   }
 
   /** Starts the start command, leaves it running, and polls the ready command until it succeeds. */
-  private async start(envd: EnvdSession, spec: BuildSpec, state: BuildState, log: BuildLog): Promise<void> {
+  private async start(envd: EnvdApi, spec: BuildSpec, state: BuildState, log: BuildLog): Promise<void> {
     const at = { user: state.user, envs: state.env, ...(state.workdir ? { cwd: state.workdir } : {}) };
     log.info(`start command: ${spec.startCmd}`);
     await envd.exec({ ...at, cmd: spec.startCmd!, detach: true });

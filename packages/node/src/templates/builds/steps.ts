@@ -1,5 +1,5 @@
 import { posix } from 'node:path';
-import type { EnvdSession } from './envd-session.js';
+import type { EnvdApi } from '../../envd/index.js';
 import type { BuildFiles } from './files.js';
 import type { BuildLog } from './log.js';
 import { userName } from './users.js';
@@ -44,7 +44,7 @@ function expand(s: string, vars: Record<string, string>): string {
 /** Runs a template's steps one after another in the build sandbox, through its envd. */
 export class StepRunner {
   constructor(
-    private readonly envd: EnvdSession,
+    private readonly envd: EnvdApi,
     private readonly files: BuildFiles,
     private readonly log: BuildLog,
     readonly state: BuildState,

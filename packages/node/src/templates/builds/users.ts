@@ -1,6 +1,6 @@
 import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { invalid } from '../../errors.js';
+import { invalid } from '@agentenv/common';
 
 interface PasswdEntry {
   name: string;

@@ -1,0 +1,2 @@
+export { buildApp, type AppDeps } from './app.js';
+export { errorBody } from './errors.js';

@@ -1,0 +1,2 @@
+export { ConfigError, loadConfig, parseListenAddress } from './load.js';
+export type { NodeConfig } from './schema.js';

@@ -1,0 +1,18 @@
+export {
+  EnvdClient,
+  initDefaults,
+  type EnvdApi,
+  type EnvdConnector,
+  type EnvdInit,
+  type EnvdMetrics,
+  type ExecRequest,
+} from './client.js';
+export {
+  loadToolsBundle,
+  envdInitArgs,
+  ensureToolsLayer,
+  defaultToolsDir,
+  envdVersion,
+  TOOLS_SANDBOX_PATH,
+  type ToolsBundle,
+} from './tools.js';

@@ -1,0 +1,1 @@
+export { NodeMetrics } from './node-metrics.js';

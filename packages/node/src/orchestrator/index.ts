@@ -1,0 +1,16 @@
+export { Orchestrator, type CreateSandboxInput, type OrchestratorDeps } from './orchestrator.js';
+export { SandboxWarmPool, type PooledSandbox } from './warm-pool.js';
+export { isTransient, visibleState, type SandboxState, type Operation } from './states.js';
+export type { SandboxRecord } from './record.js';
+export type { LifecycleObserver } from './observer.js';
+export type {
+  BootSpec,
+  PauseRepository,
+  ResolvedTemplate,
+  SandboxSource,
+  SlotProvider,
+  SnapshotCatalog,
+  SnapshotInfo,
+  SourceResolver,
+} from './seams.js';
+export { SandboxStore, RepositoryPauses } from './persistence/index.js';

@@ -1,0 +1,2 @@
+export { SandboxStore } from './sandbox-store.js';
+export { RepositoryPauses } from './repository-pauses.js';

@@ -1,0 +1,79 @@
+import { createHash } from 'node:crypto';
+import type { Capture } from '../../runtime/index.js';
+import { CacheFullError, type RuntimeCache, type SnapshotStore } from '../../snapshot/index.js';
+import type { SandboxRecord } from '../record.js';
+import type { PauseRepository } from '../seams.js';
+
+const KIND = 'pause';
+const claimName = (pauseId: string) => `pause/${pauseId}`;
+
+/** What a pause record carries besides the capture: the sandbox as it was when paused. */
+type PausedSandbox = Omit<SandboxRecord, 'state' | 'handle' | 'captureDir' | 'pauseId'>;
+
+/**
+ * Pauses stored in the snapshot repository, like snapshots (content-defined chunks, so a pause
+ * after a pause writes little) but hidden from the snapshot catalogue. Claims are per pause and
+ * held by a stable node id, so a node that crashed after claiming can claim again.
+ */
+export class RepositoryPauses implements PauseRepository {
+  private readonly owner: string;
+
+  constructor(
+    private readonly store: SnapshotStore,
+    private readonly cache: RuntimeCache,
+    nodeSecret: string,
+  ) {
+    this.owner = `node-${createHash('sha256').update(`pause-owner:${nodeSecret}`).digest('hex').slice(0, 16)}`;
+  }
+
+  async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
+    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, ...sandbox } = rec;
+    const stored = await this.store.storeCapture(captureDir, {
+      ...(parent ? { parent } : {}),
+      labels: { sandboxId: rec.sandboxId, kind: KIND },
+      meta: { sandbox: sandbox as PausedSandbox as unknown as Record<string, unknown> },
+    });
+    // Unclaimed: whichever node is asked to resume it first takes it.
+    return stored.snapshotId;
+  }
+
+  async keep(pauseId: string, captureDir: string): Promise<boolean> {
+    try {
+      await this.cache.adopt(pauseId, captureDir);
+      return true;
+    } catch (e) {
+      if (e instanceof CacheFullError) return false;
+      throw e;
+    }
+  }
+
+  async claim(pauseId: string): Promise<boolean> {
+    const repo = this.store.repository;
+    if ((await repo.claim(claimName(pauseId), this.owner)) !== this.owner) return false;
+    // A pause is dropped record first, claim second: a claim without its record is worthless.
+    if (await repo.getRecord(pauseId)) return true;
+    await repo.deleteClaim(claimName(pauseId));
+    return false;
+  }
+
+  open(pauseId: string): Promise<{ capture: Capture; release: () => void }> {
+    return this.cache.acquire(pauseId);
+  }
+
+  async drop(pauseId: string): Promise<void> {
+    // Blobs stay for a later collection: the next pause of the sandbox shares most of them.
+    await this.store.deleteSnapshot(pauseId, { collect: false });
+    await this.store.repository.deleteClaim(claimName(pauseId));
+    await this.cache.remove(pauseId).catch(() => undefined);
+  }
+
+  async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
+    const newest = (
+      await this.store.repository.listRecords({ labels: { sandboxId, kind: KIND } }, { limit: 1 })
+    ).records[0];
+    if (!newest) return undefined;
+    const sandbox = (newest.meta as { sandbox?: PausedSandbox }).sandbox;
+    if (!sandbox || sandbox.sandboxId !== sandboxId) return undefined;
+    return { pauseId: newest.id, record: { ...sandbox, state: 'paused', pauseId: newest.id } };
+  }
+}

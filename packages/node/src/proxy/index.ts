@@ -1,0 +1,2 @@
+export { SandboxProxy } from './proxy.js';
+export { routeRequest, type SandboxRoute } from './route.js';

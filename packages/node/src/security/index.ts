@@ -1,0 +1,2 @@
+export { loadOrCreateSecret, newApiKey, newNodeSecret } from './secrets.js';
+export { envdAccessToken, trafficAccessToken } from './tokens.js';

@@ -1,0 +1,2 @@
+export { ensureTemplate, type Template, type EnsureTemplateOptions } from './template.js';
+export { BASE_RECIPE, recipeHash, sha256Hex, type RootfsRecipe } from './recipe.js';

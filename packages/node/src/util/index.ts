@@ -1,0 +1,6 @@
+export { newSandboxId, isSandboxId } from './ids.js';
+export { KeyedMutex } from './keyed-mutex.js';
+export { Limiter, forEachLimit } from './limit.js';
+export { runProcess, type ProcessOptions, type ProcessResult } from './subprocess.js';
+export { silentLog, type Log } from './log.js';
+export { FreshConnectionAgent, requestOnce, type FreshRequest } from './fresh-connection.js';

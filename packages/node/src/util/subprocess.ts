@@ -1,0 +1,121 @@
+import { spawn } from 'node:child_process';
+
+export interface ProcessOptions {
+  /** Written to stdin, which is then closed; without it stdin is /dev/null. */
+  readonly input?: string;
+  readonly env?: NodeJS.ProcessEnv;
+  /** SIGKILL after this long; the result then says `timedOut`. */
+  readonly timeoutMs?: number;
+  /** Aborted: SIGTERM, and the result once the process has exited (and cleaned up after itself). */
+  readonly signal?: AbortSignal;
+  /** SIGKILL once stdout and stderr together exceed this; the result then says `outputExceeded`. */
+  readonly maxOutputBytes?: number;
+  /**
+   * Each non-empty line of output as it arrives, so a command that takes minutes shows progress;
+   * output is then not collected. `\r` ends a line too: progress bars redraw with it.
+   */
+  readonly onLine?: (line: string) => void;
+  /**
+   * stdout and stderr go to this file descriptor instead of pipes: a command that leaves a
+   * detached process behind would otherwise have it inherit and hold the pipes open.
+   */
+  readonly outputFd?: number;
+}
+
+export interface ProcessResult {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+  readonly timedOut: boolean;
+  readonly outputExceeded: boolean;
+}
+
+/**
+ * Runs a program without a shell, to completion. Rejects only when it cannot be started (the
+ * spawn error, e.g. ENOENT); an exit code, a timeout or too much output is in the result.
+ */
+export function runProcess(
+  file: string,
+  args: readonly string[],
+  opts: ProcessOptions = {},
+): Promise<ProcessResult> {
+  return new Promise((resolve, reject) => {
+    const out = opts.outputFd ?? 'pipe';
+    const child = spawn(file, args, {
+      stdio: [opts.input === undefined ? 'ignore' : 'pipe', out, out],
+      env: opts.env ?? process.env,
+    });
+    const stdout: Buffer[] = [];
+    const stderr: Buffer[] = [];
+    let size = 0;
+    let timedOut = false;
+    let outputExceeded = false;
+    const collect = (into: Buffer[]) => (chunk: Buffer) => {
+      size += chunk.length;
+      if (opts.maxOutputBytes !== undefined && size > opts.maxOutputBytes) {
+        outputExceeded = true;
+        child.kill('SIGKILL');
+        return;
+      }
+      into.push(chunk);
+    };
+    for (const [stream, into] of [
+      [child.stdout, stdout],
+      [child.stderr, stderr],
+    ] as const) {
+      if (!stream) continue;
+      if (opts.onLine) splitLines(stream, opts.onLine);
+      else stream.on('data', collect(into));
+    }
+    const timer =
+      opts.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            child.kill('SIGKILL');
+          }, opts.timeoutMs);
+    const abort = () => child.kill('SIGTERM');
+    if (opts.signal?.aborted) abort();
+    opts.signal?.addEventListener('abort', abort, { once: true });
+    const done = () => {
+      clearTimeout(timer);
+      opts.signal?.removeEventListener('abort', abort);
+    };
+    child.on('error', (err) => {
+      done();
+      reject(err);
+    });
+    child.on('close', (code, signal) => {
+      done();
+      resolve({
+        code,
+        signal,
+        stdout: Buffer.concat(stdout).toString('utf8'),
+        stderr: Buffer.concat(stderr).toString('utf8'),
+        timedOut,
+        outputExceeded,
+      });
+    });
+    if (child.stdin) {
+      // A child that exits before reading its stdin must not crash us with EPIPE.
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(opts.input);
+    }
+  });
+}
+
+function splitLines(stream: NodeJS.ReadableStream, onLine: (line: string) => void): void {
+  let buf = '';
+  const emit = (line: string) => {
+    if (line.trim()) onLine(line);
+  };
+  stream.setEncoding('utf8');
+  stream.on('data', (chunk: string) => {
+    buf += chunk;
+    const parts = buf.split(/\r?\n|\r/);
+    buf = parts.pop() ?? '';
+    for (const line of parts) emit(line);
+  });
+  stream.on('end', () => emit(buf));
+}

@@ -1,0 +1,1 @@
+export { openSnapshotRepository } from './snapshot-repository.js';

@@ -1,0 +1,8 @@
+export {
+  ENVD_PORT,
+  ENVD_URL,
+  ensureTestUser,
+  startEnvdProcess,
+  initEnvd,
+  type EnvdProcess,
+} from './envd-fixture.js';

@@ -1,0 +1,1 @@
+export { eventually, type EventuallyOptions } from './eventually.js';

@@ -1,0 +1,3 @@
+export * from './fixture.js';
+export * from './netns.js';
+export * from './envd-client.js';

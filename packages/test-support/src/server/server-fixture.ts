@@ -1,0 +1,180 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { afterAll, beforeAll } from 'vitest';
+import { packageDir } from '../paths.js';
+
+const SERVER = `${packageDir('@agentenv/node')}/bin/aenv-server.js`;
+
+/**
+ * A persistent home so the base template (a Debian root filesystem and its ready-state capture)
+ * is built once per machine, not per test run; sandbox state in it is removed by the tests.
+ */
+const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
+/**
+ * AENV_TEST_INSTANCE=N (1-9) runs a second test node beside the default one: its own port, network
+ * tag and range, and state, sharing the cached layers and templates.
+ */
+const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
+export const TEST_HOME = INSTANCE ? `${SHARED_HOME}/instances/${INSTANCE}` : SHARED_HOME;
+/** The snapshot repository of this file's node (posix_fs), which a second node may share. */
+export const SNAPSHOT_STORE = `${TEST_HOME}/snapshot-store`;
+export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);
+export const PORT = 18000 + INSTANCE;
+export const URL_BASE = `http://127.0.0.1:${PORT}`;
+export const DOMAIN = 'aenv.test';
+export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
+
+const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
+const serverLogPath = (instance: number) => `${SHARED_HOME}/logs/server-${instance}.log`;
+export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
+
+function prepareHome(instance: number): void {
+  if (!instance) return;
+  const home = homeOf(instance);
+  mkdirSync(home, { recursive: true });
+  for (const shared of ['layers', 'templates']) {
+    mkdirSync(`${SHARED_HOME}/${shared}`, { recursive: true });
+    if (!existsSync(`${home}/${shared}`)) symlinkSync(`${SHARED_HOME}/${shared}`, `${home}/${shared}`);
+  }
+}
+
+export interface TestServer {
+  child: ChildProcess;
+  output(): string;
+  /** SIGTERM (pauses running sandboxes) or SIGKILL (a crash). */
+  stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
+}
+
+/**
+ * Starts aenv-server on 127.0.0.1:18000 (+ instance) with its own network tag and range, and
+ * waits for /health. Another instance number gives a second node beside this file's. With
+ * API_ADDR and AENV_HOME_PATH in `env` the node shares nothing with the test instances (a bench).
+ */
+export async function startServer(
+  env: Record<string, string> = {},
+  instance = INSTANCE,
+): Promise<TestServer> {
+  if (!env.AENV_HOME_PATH) prepareHome(instance);
+  const url = env.API_ADDR ? `http://${env.API_ADDR}` : urlOf(instance);
+  let out = '';
+  const child = spawn(process.execPath, [SERVER], {
+    env: {
+      ...process.env,
+      API_ADDR: `127.0.0.1:${18000 + instance}`,
+      AENV_HOME_PATH: homeOf(instance),
+      AENV_RUNTIME_PATH: `/run/aenv-e2e${instance || ''}`,
+      AENV_API_KEY: API_KEY,
+      AENV_NETWORK_NODE_TAG: `e2e${instance || ''}`,
+      AENV_NETWORK_HOST_RANGE: `10.${203 - instance * 10}.0.0/16`,
+      AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
+      AENV_POOL_SIZE: '2',
+      AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // Also kept in a file beside the shared template cache, to read what the node said when a test
+  // failed (the file of the latest test file to start this instance).
+  mkdirSync(`${SHARED_HOME}/logs`, { recursive: true });
+  const log = createWriteStream(serverLogPath(instance), { flags: 'a' });
+  log.write(`--- aenv-server started ${new Date().toISOString()}\n`);
+  const keep = (d: Buffer) => {
+    out += d.toString();
+    log.write(d);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
+  child.once('exit', () => log.end());
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`aenv-server exited with ${child.exitCode}:\n${out}`);
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.status === 204,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline) throw new Error(`aenv-server did not answer /health in 60 s:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    output: () => out,
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+let apiBase = URL_BASE;
+
+/** Points the E2B SDK (and api()) at the test server, as a user following the README would. */
+export function useSdkEnv(url = URL_BASE): void {
+  apiBase = url;
+  process.env.E2B_API_URL = url;
+  process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_API_KEY = API_KEY;
+  delete process.env.E2B_DEBUG;
+}
+
+export async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+) {
+  const r = await fetch(`${apiBase}${path}`, {
+    method,
+    headers: {
+      'x-api-key': API_KEY,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...headers,
+    },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = text;
+  }
+  return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
+}
+
+/** Kills every sandbox the server knows and removes its record database. */
+export async function cleanSandboxes(): Promise<void> {
+  const list = await api('GET', '/v2/sandboxes?limit=100');
+  if (Array.isArray(list.json)) {
+    await Promise.all(
+      list.json.map((s) => api('DELETE', `/sandboxes/${(s as { sandboxID: string }).sandboxID}`)),
+    );
+  }
+}
+
+export function removeState(): void {
+  for (const d of ['state', 'captures', 'snapshot-store', 'snapshot-cache'])
+    rmSync(`${TEST_HOME}/${d}`, { recursive: true, force: true });
+}
+
+/**
+ * One server for the test file: started before its tests with fresh state, with the E2B SDK
+ * pointed at it, and stopped afterwards leaving no sandboxes, snapshots or state behind.
+ * `ctx.server` may be replaced by tests that restart the node.
+ */
+export function useTestServer(env: Record<string, string> = {}): { server: TestServer } {
+  const ctx = {} as { server: TestServer };
+  beforeAll(async () => {
+    removeState();
+    rmSync(serverLogPath(INSTANCE), { force: true });
+    ctx.server = await startServer(env);
+    useSdkEnv();
+  });
+  afterAll(async () => {
+    await cleanSandboxes().catch(() => undefined);
+    await ctx.server?.stop();
+    removeState();
+  });
+  return ctx;
+}
