@@ -71,6 +71,11 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
     expect(html).not.toMatch(/<style|style=/);
     // Its data routes want the key like every other API route.
     expect((await fetch(`${URL_BASE}/dashboard/api/summary`)).status).toBe(401);
+    // Bad input is a 400 with {code, message}, as on every route.
+    const bad = await api('GET', '/dashboard/api/sandboxes?limit=1000&state=Running');
+    expect(bad.status).toBe(400);
+    expect(bad.json).toMatchObject({ code: 400, message: expect.any(String) });
+    expect((await api('GET', '/dashboard/api/sandboxes/nosuchsandbox/events')).status).toBe(404);
   });
 
   it('a wrong key shows a clear error and does not sign in', async () => {
