@@ -1,3 +1,22 @@
 export { DomainError, STATUS, conflict, invalid, notFound, type DomainErrorKind } from './errors.js';
 export { errorBody, statusBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
+export {
+  compareListed,
+  decodePageCursor,
+  DEFAULT_LIST_LIMIT,
+  encodePageCursor,
+  matchesListQuery,
+  MAX_LIST_LIMIT,
+  mergePages,
+  parseListQuery,
+  parseMetadataQuery,
+  queryPage,
+  type Listable,
+  type ListedState,
+  type ListOrder,
+  type ListPage,
+  type PageCursor,
+  type RawListQuery,
+  type SandboxListQuery,
+} from './sandbox-query.js';

@@ -1,2 +1,2 @@
 export { startEnvd, type EnvdOptions, type RunningEnvd } from './server.js';
-export { fileSignature } from './auth.js';
+export { fileSignature } from './file-signature.js';

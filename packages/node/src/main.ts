@@ -6,7 +6,7 @@ import { buildApp } from './api/index.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/index.js';
 import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
-import { NodeMetrics } from './metrics/index.js';
+import { MetricsHistory, MetricsSampler, NodeMetrics } from './metrics/index.js';
 import { NetworkManager } from './network/index.js';
 import { Orchestrator, RepositoryPauses, SandboxStore, SandboxWarmPool } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
@@ -26,6 +26,9 @@ const version = (
  * taken, the repository is unreachable, …) so a failed start leaves no namespaces or sandboxes.
  */
 const undoStartup: (() => unknown)[] = [];
+/** Sandbox usage for the metrics endpoints: a sample every 5 s, the last hour kept per sandbox. */
+const USAGE_SAMPLE_INTERVAL_MS = 5_000;
+const USAGE_HISTORY_SAMPLES = 720;
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -86,6 +89,7 @@ async function main(): Promise<void> {
     }),
     queue: new Limiter(2),
     envdVersion: envdVer,
+    builtin: base,
     logger,
   });
   const sources = createSourceChain({
@@ -117,6 +121,17 @@ async function main(): Promise<void> {
     },
     pool,
   });
+  const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
+  const usageSampler = new MetricsSampler({
+    source: {
+      known: () =>
+        orchestrator.list().map((r) => ({ sandboxId: r.sandboxId, running: r.state === 'running' })),
+      sample: (id) => orchestrator.usage(id),
+    },
+    history: usageHistory,
+    intervalMs: USAGE_SAMPLE_INTERVAL_MS,
+    logger,
+  });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));
   const recovered = orchestrator.recover();
@@ -130,11 +145,13 @@ async function main(): Promise<void> {
     templates: { built, files: buildFiles },
     proxy,
     metrics,
+    usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
     dashboard: { activity, store: snapshotStore, cache: snapshotCache },
   });
   await app.listen({ host, port });
+  usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
   void base
@@ -157,6 +174,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
+    await usageSampler.stop();
     await orchestrator.shutdown();
     await base.close();
     await app.close();

@@ -1,5 +1,5 @@
 import { redactSecrets } from '../shared/redact.js';
-import type { Catalog, SandboxEvent, SandboxPage, Summary } from '../shared/types.js';
+import type { Catalog, SandboxEvent, SandboxMetric, SandboxPage, Summary } from '../shared/types.js';
 import { session } from './session.js';
 
 /** An API answer other than 2xx: the server's `{code, message}`, or what went wrong on the way. */
@@ -130,6 +130,8 @@ export const api = {
   sandbox: (id: string) => call<SandboxDetail>('GET', `/sandboxes/${encodeURIComponent(id)}`),
   events: (id: string) =>
     call<SandboxEvent[]>('GET', `/dashboard/api/sandboxes/${encodeURIComponent(id)}/events`),
+  /** The node's recent samples of the sandbox's usage (E2B's metrics body). */
+  metrics: (id: string) => call<SandboxMetric[]>('GET', `/sandboxes/${encodeURIComponent(id)}/metrics`),
   logs: (id: string) => call<LogsBody>('GET', `/sandboxes/${encodeURIComponent(id)}/logs`),
   pause: (id: string) => call<void>('POST', `/sandboxes/${encodeURIComponent(id)}/pause`),
   resume: (id: string) => call<unknown>('POST', `/sandboxes/${encodeURIComponent(id)}/connect`, {}),

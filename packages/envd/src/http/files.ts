@@ -5,7 +5,13 @@ import { open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { createGzip, createGunzip, gzipSync } from 'node:zlib';
 import busboy from 'busboy';
-import { basicAuthUser, checkFileSignature, type FileOperation } from '../auth.js';
+import { basicAuthUser } from '../auth.js';
+import {
+  checkFileSignature,
+  signedFileRequest,
+  type FileOperation,
+  type SignedFileRequest,
+} from '../file-signature.js';
 import { EnvdError, invalidArgument, notFound, toEnvdError, unauthenticated } from '../errors.js';
 import { ensureDirs } from '../filesystem/dirs.js';
 import { metadataFromHeaders, metadataStore, type Metadata } from '../filesystem/metadata.js';
@@ -46,11 +52,16 @@ export async function handleFiles(
     sendJson(res, 405, { code: 405, message: `method ${method} is not allowed on /files` });
     return;
   }
-  const operation: FileOperation = method === 'POST' ? 'write' : 'read';
+  const signed = signedFileRequest(url.searchParams, method);
+  const operation: FileOperation = signed.operation;
   const pathParam = url.searchParams.get('path') ?? undefined;
-  const username = url.searchParams.get('username') ?? undefined;
-  authorize(req, url, state, operation, pathParam ?? '', username);
-  const user = state.userFor(username || basicAuthUser(req.headers.authorization));
+  const username = signed.username;
+  // A signature covers the `username` parameter only: a Basic-auth header must not change who a
+  // signed URL acts as.
+  const bySignature = authorize(req, state, signed) === 'signature';
+  const user = state.userFor(
+    username || (bySignature ? undefined : basicAuthUser(req.headers.authorization)),
+  );
   if (operation === 'read') {
     await download(req, res, state.resolvePath(pathParam ?? '', user, true), method === 'HEAD');
     return;
@@ -68,29 +79,19 @@ export async function handleFiles(
 
 function authorize(
   req: IncomingMessage,
-  url: URL,
   state: EnvdState,
-  operation: FileOperation,
-  filePath: string,
-  username: string | undefined,
-): void {
-  if (!state.accessToken) return;
+  signed: SignedFileRequest,
+): 'open' | 'token' | 'signature' {
+  if (!state.accessToken) return 'open';
   const header = req.headers['x-access-token'];
   if (typeof header === 'string' && header !== '') {
     if (!state.tokenAccepted(header))
       throw unauthenticated('access token present in header but does not match');
-    return;
+    return 'token';
   }
-  const check = checkFileSignature({
-    signature: url.searchParams.get('signature') ?? undefined,
-    expiry: url.searchParams.get('signature_expiration') ?? undefined,
-    path: filePath,
-    operation,
-    username,
-    token: state.accessToken,
-    nowSeconds: Math.floor(Date.now() / 1000),
-  });
+  const check = checkFileSignature(signed, state.accessToken, Math.floor(Date.now() / 1000));
   if (!check.ok) throw unauthenticated(check.reason);
+  return 'signature';
 }
 
 async function download(

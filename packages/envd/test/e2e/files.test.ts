@@ -14,7 +14,7 @@ import {
   type FilesystemEvent,
 } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fileSignature } from '../../src/auth.js';
+import { fileSignature } from '../../src/file-signature.js';
 import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 let envd: EnvdProcess;
@@ -480,6 +480,59 @@ describe('signed URLs and access tokens', () => {
       expect((await initEnvd({ accessToken: '' }, TOKEN)).status).toBe(204);
     }
     expect(await sbx.files.exists(base)).toBe(true);
+  });
+
+  it('refuses SDK URLs that expired or were tampered with, and keeps the signed user', async () => {
+    expect((await initEnvd({ accessToken: TOKEN, defaultUser: 'user' })).status).toBe(204);
+    try {
+      const secured = new Sandbox({
+        sandboxId: 'debug_sandbox_id',
+        envdVersion: '99.99.99',
+        envdAccessToken: TOKEN,
+        debug: true,
+      });
+      const p = `${base}/signed/tamper.txt`;
+      await secured.files.write(p, 'secret', { user: 'root' });
+
+      const expired = await secured.downloadUrl(p, { useSignatureExpiration: -5 });
+      const r1 = await fetch(expired);
+      expect(r1.status).toBe(401);
+      expect(await r1.json()).toEqual({ code: 401, message: 'signature is already expired' });
+
+      const valid = new URL(await secured.downloadUrl(p, { useSignatureExpiration: 60 }));
+      expect((await fetch(valid)).status).toBe(200);
+      const tampered = [
+        (u: URL) => u.searchParams.set('path', `${base}/signed/other.txt`),
+        (u: URL) => u.searchParams.set('username', 'root'),
+        (u: URL) =>
+          u.searchParams.set(
+            'signature_expiration',
+            String(Number(u.searchParams.get('signature_expiration')) + 3600),
+          ),
+        (u: URL) => u.searchParams.set('signature', u.searchParams.get('signature')!.slice(0, -2) + 'AA'),
+      ];
+      for (const change of tampered) {
+        const u = new URL(valid);
+        change(u);
+        const r = await fetch(u);
+        expect(r.status).toBe(401);
+        expect(await r.json()).toEqual({ code: 401, message: 'invalid signature' });
+      }
+
+      // A signature for the default user does not become root through a Basic-auth header.
+      const upload = await secured.uploadUrl(`${base}/signed/as-default.txt`);
+      const form = new FormData();
+      form.append('file', new Blob(['x']), 'x');
+      const up = await fetch(upload, {
+        method: 'POST',
+        body: form,
+        headers: { authorization: `Basic ${Buffer.from('root:').toString('base64')}` },
+      });
+      expect(up.status).toBe(200);
+      expect((await stat(`${base}/signed/as-default.txt`)).uid).toBe(userIds.uid);
+    } finally {
+      expect((await initEnvd({ accessToken: '', defaultUser: 'root' }, TOKEN)).status).toBe(204);
+    }
   });
 });
 

@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { basicAuthUser, checkFileSignature, fileSignature, safeEqual } from '../../src/auth.js';
+import { basicAuthUser, safeEqual } from '../../src/auth.js';
+import {
+  checkFileSignature,
+  fileSignature,
+  signatureMatches,
+  signedFileRequest,
+  type SignedFileRequest,
+} from '../../src/file-signature.js';
 
 const sha = (s: string) => 'v1_' + createHash('sha256').update(s).digest('base64').replace(/=+$/, '');
 
@@ -11,49 +18,81 @@ describe('file signatures', () => {
     expect(fileSignature('/a', 'read', 'u', 't')).not.toMatch(/=/);
   });
 
-  const base = { path: '/f', operation: 'read' as const, token: 'tok', nowSeconds: 1000 };
+  const req = (r: Partial<SignedFileRequest>): SignedFileRequest => ({
+    signature: undefined,
+    expiry: undefined,
+    path: '/f',
+    operation: 'read',
+    username: 'user',
+    ...r,
+  });
+  const NOW = 1000;
 
-  it('accepts a valid signature and rejects a forged or missing one', () => {
+  it('accepts a valid signature and rejects a forged, missing or other-operation one', () => {
     const signature = fileSignature('/f', 'read', 'user', 'tok');
-    expect(checkFileSignature({ ...base, signature, expiry: undefined, username: 'user' })).toEqual({
-      ok: true,
-    });
-    expect(checkFileSignature({ ...base, signature, expiry: undefined, username: 'root' })).toEqual({
+    expect(checkFileSignature(req({ signature }), 'tok', NOW)).toEqual({ ok: true });
+    expect(checkFileSignature(req({ signature, username: 'root' }), 'tok', NOW)).toEqual({
       ok: false,
       reason: 'invalid signature',
     });
-    expect(
-      checkFileSignature({ ...base, signature: undefined, expiry: undefined, username: 'user' }),
-    ).toEqual({
+    expect(checkFileSignature(req({ signature }), 'other-token', NOW).ok).toBe(false);
+    expect(checkFileSignature(req({ signature, path: '/g' }), 'tok', NOW).ok).toBe(false);
+    expect(checkFileSignature(req({}), 'tok', NOW)).toEqual({
       ok: false,
       reason: 'missing signature query parameter',
     });
     const write = fileSignature('/f', 'write', 'user', 'tok');
-    expect(checkFileSignature({ ...base, signature: write, expiry: undefined, username: 'user' }).ok).toBe(
-      false,
-    );
+    expect(checkFileSignature(req({ signature: write }), 'tok', NOW).ok).toBe(false);
+    expect(checkFileSignature(req({ signature: write, operation: 'write' }), 'tok', NOW).ok).toBe(true);
   });
 
-  it('rejects an expired signature with the E2B message', () => {
+  it('rejects an expired signature with the E2B message, and a changed expiry as invalid', () => {
     const signature = fileSignature('/f', 'read', 'user', 'tok', 999);
-    expect(checkFileSignature({ ...base, signature, expiry: '999', username: 'user' })).toEqual({
+    expect(checkFileSignature(req({ signature, expiry: '999' }), 'tok', NOW)).toEqual({
       ok: false,
       reason: 'signature is already expired',
     });
+    // Pushing the expiry forward breaks the signature.
+    expect(checkFileSignature(req({ signature, expiry: '5000' }), 'tok', NOW)).toEqual({
+      ok: false,
+      reason: 'invalid signature',
+    });
     const later = fileSignature('/f', 'read', 'user', 'tok', 2000);
-    expect(checkFileSignature({ ...base, signature: later, expiry: '2000', username: 'user' }).ok).toBe(true);
-    expect(checkFileSignature({ ...base, signature: later, expiry: 'soon', username: 'user' }).ok).toBe(
-      false,
-    );
+    expect(checkFileSignature(req({ signature: later, expiry: '2000' }), 'tok', NOW).ok).toBe(true);
+    // Valid through its expiry second.
+    expect(checkFileSignature(req({ signature: later, expiry: '2000' }), 'tok', 2000).ok).toBe(true);
+    expect(checkFileSignature(req({ signature: later, expiry: '2000' }), 'tok', 2001).ok).toBe(false);
+    for (const expiry of ['soon', '1e3', '', '12.5']) {
+      expect(checkFileSignature(req({ signature: later, expiry }), 'tok', NOW)).toEqual({
+        ok: false,
+        reason: 'invalid signature expiration',
+      });
+    }
   });
 
-  it('accepts unnamed-user signatures made as "" or as the JS SDK\'s "undefined"', () => {
+  it('accepts unnamed-user signatures made as "" or as older SDKs\' "undefined"', () => {
     for (const u of ['', 'undefined']) {
       const signature = fileSignature('/f', 'read', u, 'tok');
-      expect(checkFileSignature({ ...base, signature, expiry: undefined, username: undefined }).ok).toBe(
-        true,
-      );
+      expect(signatureMatches(req({ signature, username: undefined }), 'tok')).toBe(true);
     }
+    // A named user must be signed as that name.
+    expect(signatureMatches(req({ signature: fileSignature('/f', 'read', '', 'tok') }), 'tok')).toBe(false);
+  });
+
+  it('reads the signed fields of a /files query the way the SDK writes them', () => {
+    const q = new URLSearchParams({ path: '/home/user/a b', signature: 'v1_x', signature_expiration: '7' });
+    expect(signedFileRequest(q, 'POST')).toEqual({
+      signature: 'v1_x',
+      expiry: '7',
+      path: '/home/user/a b',
+      operation: 'write',
+      username: undefined,
+    });
+    expect(signedFileRequest(new URLSearchParams('username=root'), 'GET')).toMatchObject({
+      path: '',
+      operation: 'read',
+      username: 'root',
+    });
   });
 });
 

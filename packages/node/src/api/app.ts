@@ -9,7 +9,7 @@ import { checkApiKey } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
-import { routeRequest, type SandboxProxy } from '../proxy/index.js';
+import { routeRequest, signedFilesRoute, type SandboxProxy, type SandboxRoute } from '../proxy/index.js';
 import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
 import {
@@ -19,6 +19,7 @@ import {
   snapshotRoutes,
   systemRoutes,
   templateRoutes,
+  type SandboxRoutesOptions,
 } from './routes/index.js';
 import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 
@@ -30,6 +31,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
   /** What the dashboard shows beyond the public API: recent operations, the capture catalogue. */
@@ -50,10 +52,14 @@ export async function buildApp(
   deps: AppDeps,
 ): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
   const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createServer((req, res) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.handle(route, req, res);
+      const route = sandboxRoute(req);
+      if (route === 'no-match') sendUnsigned(res);
+      else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     });
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
@@ -116,6 +122,7 @@ export async function buildApp(
     orchestrator: deps.orchestrator,
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
+    usage: deps.usage,
   });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
@@ -135,8 +142,16 @@ export async function buildApp(
     activity: deps.dashboard.activity,
     nodeStatus: () => nodeStatusBody(deps),
     snapshots: deps.dashboard,
+    usage: deps.usage,
     logger: deps.logger,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
+}
+
+/** A signed /files URL that no sandbox's token produced: what envd answers for a forged one. */
+function sendUnsigned(res: ServerResponse): void {
+  const body = JSON.stringify({ code: 401, message: 'invalid signature' });
+  res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  res.end(body);
 }

@@ -25,13 +25,3 @@ export function paginate<T>(
   const page = items.slice(offset, offset + limit);
   return offset + limit < items.length ? { page, next: encodePageToken(offset + limit) } : { page };
 }
-
-/** `metadata=` query: an url-encoded `k=v&k2=v2` string (the SDK encodes it once more). */
-export function parseMetadataFilter(q: string | undefined): Record<string, string> {
-  if (!q) return {};
-  return Object.fromEntries(new URLSearchParams(q));
-}
-
-export function matchesMetadata(meta: Record<string, string>, filter: Record<string, string>): boolean {
-  return Object.entries(filter).every(([k, v]) => meta[k] === v);
-}

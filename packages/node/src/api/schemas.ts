@@ -48,11 +48,36 @@ export const NetworkUpdateBody = Type.Object(
 
 export const SandboxParams = Type.Object({ sandboxID: Type.String({ pattern: '^[a-z0-9]{1,64}$' }) });
 
+/** GET /v2/sandboxes; values are checked by parseListQuery (api/sandbox-query.ts). */
 export const ListQuery = Type.Object({
-  state: Type.Optional(Type.String({ pattern: '^(running|paused)(,(running|paused))*$' })),
+  state: Type.Optional(Type.String({ maxLength: 64 })),
   metadata: Type.Optional(Type.String({ maxLength: 4096 })),
+  template: Type.Optional(Type.String({ maxLength: 256 })),
+  startedAfter: Type.Optional(Type.String({ maxLength: 64 })),
+  order: Type.Optional(Type.String({ maxLength: 8 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
-  nextToken: Type.Optional(Type.String({ maxLength: 256 })),
+  nextToken: Type.Optional(Type.String({ maxLength: 512 })),
+});
+
+export const LegacyListQuery = Type.Object({ metadata: Type.Optional(Type.String({ maxLength: 4096 })) });
+
+export const ManyMetricsQuery = Type.Object({
+  sandbox_ids: Type.String({ minLength: 1, maxLength: 8192 }),
+});
+
+export const LogsQuery = Type.Object({
+  start: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+});
+
+export const LogsV2Query = Type.Object({
+  cursor: Type.Optional(Type.Integer({ minimum: 0 })),
+  limit: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
+  direction: Type.Optional(Type.Union([Type.Literal('forward'), Type.Literal('backward')])),
+  level: Type.Optional(
+    Type.Union([Type.Literal('debug'), Type.Literal('info'), Type.Literal('warn'), Type.Literal('error')]),
+  ),
+  search: Type.Optional(Type.String({ maxLength: 256 })),
 });
 
 export const MetricsQuery = Type.Object({

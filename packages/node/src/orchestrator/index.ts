@@ -14,3 +14,4 @@ export type {
   SourceResolver,
 } from './seams.js';
 export { SandboxStore, RepositoryPauses } from './persistence/index.js';
+export { logLine, queryLogs, type SandboxLogEntry } from './sandbox-logs.js';

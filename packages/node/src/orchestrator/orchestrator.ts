@@ -4,7 +4,8 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { DomainError, conflict, invalid, notFound, STATUS } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
-import { initDefaults, type EnvdConnector, type EnvdMetrics } from '../envd/index.js';
+import { initDefaults, type EnvdConnector } from '../envd/index.js';
+import { sandboxUsage, type UsageSample } from '../metrics/index.js';
 import type { EgressRules, NetSlot } from '../network/index.js';
 import { readCapture, type Capture, type RuntimeDriver, type SandboxHandle } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
@@ -13,7 +14,7 @@ import { forEachLimit, KeyedMutex, newSandboxId } from '../util/index.js';
 import type { LifecycleObserver } from './observer.js';
 import type { SandboxStore } from './persistence/index.js';
 import type { SandboxRecord } from './record.js';
-import { SandboxLogs } from './sandbox-logs.js';
+import { SandboxLogs, type SandboxLogEntry } from './sandbox-logs.js';
 import type {
   PauseRepository,
   ResolvedTemplate,
@@ -119,16 +120,21 @@ export class Orchestrator {
     return { address: live.slot.hostAddress, record: rec };
   }
 
-  sandboxLogs(id: string): { timestamp: string; line: string }[] {
+  sandboxLogs(id: string): SandboxLogEntry[] {
     this.get(id);
     return this.logs.get(id);
   }
 
-  async metrics(id: string): Promise<EnvdMetrics | undefined> {
+  /** A running sandbox's usage now (envd's view, corrected with its size and the driver's). */
+  async usage(id: string): Promise<UsageSample | undefined> {
     const rec = this.get(id);
     const live = this.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
-    return this.d.envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken);
+    const [raw, stats] = await Promise.all([
+      this.d.envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
+      this.d.driver.stats(live.handle).catch(() => undefined),
+    ]);
+    return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts: Math.floor(Date.now() / 1000) };
   }
 
   /** Waits for any operation under way on the sandbox. */

@@ -3,7 +3,7 @@ import { envdVersion } from '../envd/index.js';
 import type { NetworkManager } from '../network/index.js';
 import type { ResolvedTemplate } from '../orchestrator/index.js';
 import { DEFAULT_RESOURCES, type RuntimeDriver } from '../runtime/index.js';
-import { ensureTemplate, type Template } from '../templates/index.js';
+import { ensureTemplate, type Template, type TemplateInfo } from '../templates/index.js';
 import type { NamedSource } from './chain.js';
 
 /**
@@ -12,6 +12,8 @@ import type { NamedSource } from './chain.js';
  */
 export class BaseTemplate implements NamedSource {
   private base: Promise<Template> | undefined;
+  private ready: Template | undefined;
+  private version: string | undefined;
   private readonly stopping = new AbortController();
 
   constructor(
@@ -26,7 +28,10 @@ export class BaseTemplate implements NamedSource {
 
   /** Starts building `base` if it is not cached yet; creates wait for the same build. */
   prepare(): Promise<Template> {
-    this.base ??= this.buildBase();
+    this.base ??= this.buildBase().then(async (t) => {
+      this.version = await envdVersion(this.opts.toolsDir);
+      return (this.ready = t);
+    });
     // A failed build is retried by the next create instead of being remembered forever.
     this.base.catch(() => (this.base = undefined));
     return this.base;
@@ -53,6 +58,21 @@ export class BaseTemplate implements NamedSource {
     } finally {
       await this.opts.network.release(slot);
     }
+  }
+
+  /** `base` as the template catalogue lists it, once its ready state exists. */
+  info(): TemplateInfo | undefined {
+    if (!this.ready || !this.version) return undefined;
+    return {
+      templateID: 'base',
+      buildID: this.ready.key,
+      names: ['base'],
+      ...DEFAULT_RESOURCES,
+      envdVersion: this.version,
+      createdAt: this.ready.capture.meta.createdAt,
+      defaults: { user: 'user' },
+      source: {},
+    };
   }
 
   async find(name: string): Promise<ResolvedTemplate | undefined> {

@@ -76,6 +76,8 @@ export class BuiltTemplates {
       /** Builds that may run at once; the rest wait. */
       queue: Limiter;
       envdVersion: string;
+      /** Templates the node has without a build (`base`), listed after the built ones. */
+      builtin?: { info(): TemplateInfo | undefined };
       logger: Logger;
     },
   ) {}
@@ -252,6 +254,10 @@ export class BuiltTemplates {
     }
     for (const entry of this.registered.values())
       if (!seen.has(entry.templateID)) seen.set(entry.templateID, templateBody(undefined, entry));
+    const builtin = this.d.builtin?.info();
+    const named = (n: string) => [...seen.values()].some((t) => t.names.includes(n));
+    if (builtin && !seen.has(builtin.templateID) && !named(builtin.names[0]!))
+      seen.set(builtin.templateID, templateBody(builtin, undefined));
     return [...seen.values()];
   }
 

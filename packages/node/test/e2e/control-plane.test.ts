@@ -161,7 +161,7 @@ describe('native additions', () => {
     const nodes = await api('GET', '/nodes');
     expect(nodes.json[0]).toMatchObject({ status: 'ready', sandboxCount: expect.any(Number) });
     const logs = await api('GET', `/sandboxes/${sandboxId}/logs`);
-    expect((logs.json.logs as { line: string }[]).map((l) => l.line)).toContain('sandbox paused');
+    expect((logs.json.logEntries as { message: string }[]).map((l) => l.message)).toContain('sandbox paused');
   });
 
   it('changes egress rules at run time', async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodePageToken, matchesMetadata, paginate, parseMetadataFilter } from '../../src/api/pagination.js';
+import { decodePageToken, paginate } from '../../src/api/pagination.js';
 import { newSandboxId } from '../../src/util/ids.js';
 import { isTransient, transitionFor, visibleState } from '../../src/orchestrator/states.js';
 import { forwardHeaders, routeRequest } from '../../src/proxy/route.js';
@@ -64,7 +64,7 @@ describe('proxy routing', () => {
   });
 });
 
-describe('pagination and filters', () => {
+describe('pagination', () => {
   it('pages newest-first lists with opaque tokens', () => {
     const items = [1, 2, 3, 4, 5];
     const a = paginate(items, 2, undefined);
@@ -74,12 +74,6 @@ describe('pagination and filters', () => {
     const c = paginate(items, 2, b.next);
     expect(c).toEqual({ page: [5] });
     expect(() => decodePageToken('garbage')).toThrow(/nextToken/);
-  });
-  it('filters on metadata', () => {
-    const f = parseMetadataFilter('a=1&b=two%20words');
-    expect(f).toEqual({ a: '1', b: 'two words' });
-    expect(matchesMetadata({ a: '1', b: 'two words', c: 'x' }, f)).toBe(true);
-    expect(matchesMetadata({ a: '1' }, f)).toBe(false);
   });
 });
 

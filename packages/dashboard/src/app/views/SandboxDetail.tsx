@@ -9,7 +9,7 @@ import { age, bytes, mib, time, timeLeft } from '../format.js';
 import { href, navigate } from '../router.js';
 import { LiveStream } from '../stream.js';
 
-/** Metrics come every 2 s: five minutes of them. */
+/** The last five minutes of the samples the node takes every few seconds. */
 const POINTS = 150;
 const CHART_SECS = 300;
 
@@ -25,13 +25,21 @@ export function SandboxDetail({ id }: { id: string }) {
   // This sandbox's own stream: its lifecycle events and its envd's metrics every few seconds.
   useEffect(() => {
     setMetrics([]);
+    // What the node sampled before this page opened, then each new sample from the stream.
+    const add = (more: SandboxMetric[]) =>
+      setMetrics((all) => {
+        const seen = new Set(all.map((m) => m.timestampUnix));
+        return [...all, ...more.filter((m) => !seen.has(m.timestampUnix))]
+          .sort((a, b) => a.timestampUnix - b.timestampUnix)
+          .slice(-POINTS);
+      });
+    api.metrics(id).then(add, () => undefined);
     const s = new LiveStream(
       `/dashboard/api/stream?sandboxID=${encodeURIComponent(id)}`,
       (e) => {
         if (e.event === 'sandbox') setTick((n) => n + 1);
         else if (e.event === 'sandbox-metrics') {
-          const m = JSON.parse(e.data) as SandboxMetric;
-          setMetrics((all) => [...all, m].slice(-POINTS));
+          add([JSON.parse(e.data) as SandboxMetric]);
         }
       },
       () => undefined,

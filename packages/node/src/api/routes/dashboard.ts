@@ -18,8 +18,12 @@ import type { Logger } from 'pino';
 import { Type } from 'typebox';
 import type { Orchestrator, SandboxRecord } from '../../orchestrator/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
-import { matchesMetadata, parseMetadataFilter } from '../pagination.js';
+import { parseMetadataQuery } from '@agentenv/common';
+import type { UsageSample } from '../../metrics/index.js';
 import { SandboxParams } from '../schemas.js';
+import type { SandboxRoutesOptions } from './sandboxes.js';
+
+type Usage = SandboxRoutesOptions['usage'];
 
 export interface DashboardRoutesOptions {
   orchestrator: Orchestrator;
@@ -27,13 +31,15 @@ export interface DashboardRoutesOptions {
   /** GET /nodes' body for this node. */
   nodeStatus: () => { nodeID: string } & Record<string, unknown>;
   snapshots: { store: SnapshotStore; cache: RuntimeCache };
+  /** What sandboxes use, as the node samples it for the metrics endpoints. */
+  usage: Usage;
   logger: Logger;
 }
 
 /** Node status and a watched sandbox's metrics go out on the stream this often. */
 const TICK_MS = 2000;
 const KEEPALIVE_MS = 15_000;
-/** A sandbox's envd gets this long to say what it uses before its row shows none. */
+/** A sandbox not sampled yet gets this long to say what it uses before its row shows none. */
 const METRICS_TIMEOUT_MS = 1000;
 
 const ListQuery = Type.Object({
@@ -91,7 +97,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
     async (req): Promise<SandboxPage> => {
       const q = req.query;
       const states = q.state ? new Set(q.state.split(',')) : undefined;
-      const meta = parseMetadataFilter(q.metadata);
+      const meta = parseMetadataQuery(q.metadata);
       const needle = q.q?.toLowerCase();
       const ids = q.ids ? new Set(q.ids.split(',')) : undefined;
       const all = orch
@@ -102,12 +108,12 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
             (!states || states.has(r.state)) &&
             (!q.template || r.templateId === q.template || r.alias === q.template) &&
             (!needle || r.sandboxId.includes(needle) || r.templateId.toLowerCase().includes(needle)) &&
-            matchesMetadata(r.metadata, meta),
+            Object.entries(meta).every(([k, v]) => r.metadata[k] === v),
         );
       const offset = q.offset ?? 0;
       const limit = q.limit ?? 25;
       const rows = all.slice(offset, offset + limit);
-      const items = await Promise.all(rows.map((r) => withUsage(orch, r, nodeID, q.usage !== '0')));
+      const items = await Promise.all(rows.map((r) => withUsage(opts.usage, r, nodeID, q.usage !== '0')));
       return { items, total: all.length, offset, limit };
     },
   );
@@ -165,23 +171,24 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
         watcher.subscribe((e) => (!only || e.sandboxID === only) && send('sandbox', e)),
         activity.subscribe((s) => send('stage', s)),
       ];
+      let lastSample = 0;
       const tick = async () => {
         send('node', opts.nodeStatus());
         const rec = only ? orch.find(only) : undefined;
-        if (rec?.state === 'running') {
-          const m = await withTimeout(orch.metrics(rec.sandboxId), METRICS_TIMEOUT_MS).catch(() => undefined);
-          if (m)
-            send('sandbox-metrics', {
-              sandboxID: rec.sandboxId,
-              // When the node sent it: one clock for every chart's points.
-              timestampUnix: Math.round(Date.now() / 1000),
-              cpuCount: m.cpu_count,
-              cpuUsedPct: m.cpu_used_pct,
-              memUsed: m.mem_used,
-              memTotal: m.mem_total,
-              diskUsed: m.disk_used,
-              diskTotal: m.disk_total,
-            });
+        const m = rec && (await latestUsage(opts.usage, rec));
+        // Each sample once: the node samples every few seconds, the stream ticks more often.
+        if (m && m.ts !== lastSample) {
+          lastSample = m.ts;
+          send('sandbox-metrics', {
+            sandboxID: rec.sandboxId,
+            timestampUnix: m.ts,
+            cpuCount: m.cpuCount,
+            cpuUsedPct: m.cpuUsedPct,
+            memUsed: m.memUsed,
+            memTotal: m.memTotal,
+            diskUsed: m.diskUsed,
+            diskTotal: m.diskTotal,
+          });
         }
       };
       void tick();
@@ -198,9 +205,16 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
   );
 };
 
-/** A table row: the record's listed fields, and what envd says it uses when it is running. */
+/** The newest usage sample of a sandbox; one taken now if it is running and has none yet. */
+async function latestUsage(usage: Usage, r: SandboxRecord): Promise<UsageSample | undefined> {
+  const known = usage.history.latest(r.sandboxId);
+  if (known || r.state !== 'running') return known;
+  return withTimeout(usage.sampleNow(r.sandboxId), METRICS_TIMEOUT_MS).catch(() => undefined);
+}
+
+/** A table row: the record's listed fields, and what it uses (while it runs). */
 async function withUsage(
-  orch: Orchestrator,
+  usage: Usage,
   r: SandboxRecord,
   nodeID: string,
   measure: boolean,
@@ -219,8 +233,8 @@ async function withUsage(
     metadata: r.metadata,
   };
   if (!measure || r.state !== 'running') return row;
-  const m = await withTimeout(orch.metrics(r.sandboxId), METRICS_TIMEOUT_MS).catch(() => undefined);
-  return m ? { ...row, cpuUsedPct: m.cpu_used_pct, memUsedMiB: Math.round(m.mem_used / 2 ** 20) } : row;
+  const m = await latestUsage(usage, r);
+  return m ? { ...row, cpuUsedPct: m.cpuUsedPct, memUsedMiB: Math.round(m.memUsed / 2 ** 20) } : row;
 }
 
 function snapshotEntry(r: SnapshotRecord): CatalogEntry {

@@ -1,5 +1,5 @@
 export { dashboardRoutes } from './dashboard.js';
-export { sandboxRoutes } from './sandboxes.js';
+export { sandboxRoutes, type SandboxRoutesOptions } from './sandboxes.js';
 export { snapshotRoutes } from './snapshots.js';
 export { nodeStatusBody, systemRoutes } from './system.js';
 export { templateRoutes } from './templates.js';

@@ -1,12 +1,30 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { DomainError, invalid } from '@agentenv/common';
+import { DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
+import {
+  bucketSamples,
+  metricBody,
+  metricsRange,
+  type MetricsHistory,
+  type UsageSample,
+} from '../../metrics/index.js';
 import { validateEgressRules as validateEgress } from '../../network/index.js';
-import { visibleState, type CreateSandboxInput, type Orchestrator } from '../../orchestrator/index.js';
-import { matchesMetadata, paginate, parseMetadataFilter } from '../pagination.js';
+import {
+  logLine,
+  queryLogs,
+  visibleState,
+  type CreateSandboxInput,
+  type Orchestrator,
+  type SandboxLogEntry,
+} from '../../orchestrator/index.js';
+
 import {
   CreateSandboxBody,
+  LegacyListQuery,
   ListQuery,
+  LogsQuery,
+  LogsV2Query,
+  ManyMetricsQuery,
   MetricsQuery,
   NetworkUpdateBody,
   OptionalTimeoutBody,
@@ -21,7 +39,22 @@ export interface SandboxRoutesOptions {
   defaultTimeoutSecs: number;
   /** Returned as `domain` so SDKs can build `{port}-{id}.{domain}` hosts; null when none. */
   domain: string | undefined;
+  /** Sandboxes' usage history, and a sample taken now when a sandbox has none yet. */
+  usage: { history: MetricsHistory; sampleNow(id: string): Promise<UsageSample | undefined> };
 }
+
+/** E2B's limit on `GET /sandboxes/metrics?sandbox_ids=`. */
+const MAX_METRICS_IDS = 100;
+/** E2B's default and largest page of log entries. */
+const MAX_LOG_ENTRIES = 1000;
+
+/** E2B's SandboxLogEntry. */
+const logEntryBody = (e: SandboxLogEntry) => ({
+  timestamp: new Date(e.timestampMs).toISOString(),
+  level: e.level,
+  message: e.message,
+  fields: e.fields,
+});
 
 /** A create request's settings, everything but the template (shared with /sandboxes-cold). */
 export function createInput(
@@ -64,22 +97,17 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     });
   }
 
-  app.get('/sandboxes', async () =>
-    orch
-      .list()
-      .filter((r) => visibleState(r.state) === 'running')
-      .map(listedBody),
-  );
+  const listed = () => orch.list().map(listedBody);
+  // The deprecated list: running sandboxes only, newest first, no pages.
+  app.get('/sandboxes', { schema: { querystring: LegacyListQuery } }, async (req) => {
+    const q = parseListQuery({ state: 'running', metadata: req.query.metadata });
+    return queryPage(listed(), { ...q, limit: Number.MAX_SAFE_INTEGER }).page;
+  });
 
   app.get('/v2/sandboxes', { schema: { querystring: ListQuery } }, async (req, reply) => {
-    const states = new Set(req.query.state ? req.query.state.split(',') : ['running', 'paused']);
-    const filter = parseMetadataFilter(req.query.metadata);
-    const all = orch
-      .list()
-      .filter((r) => states.has(visibleState(r.state)) && matchesMetadata(r.metadata, filter))
-      .map(listedBody);
-    const { page, next } = paginate(all, req.query.limit ?? 100, req.query.nextToken);
-    if (next) void reply.header('x-next-token', next);
+    const { page, nextToken, totalRunning } = queryPage(listed(), parseListQuery(req.query));
+    if (nextToken) void reply.header('x-next-token', nextToken);
+    if (totalRunning !== undefined) void reply.header('x-total-running', String(totalRunning));
     return page;
   });
 
@@ -141,35 +169,81 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     return connect('set')(req, reply);
   });
 
+  const { usage } = opts;
   app.get(
     '/sandboxes/:sandboxID/metrics',
     { schema: { params: SandboxParams, querystring: MetricsQuery } },
     async (req) => {
-      const m = await orch.metrics(req.params.sandboxID);
-      if (!m) return [];
-      return [
-        {
-          timestamp: new Date(m.ts * 1000).toISOString(),
-          timestampUnix: m.ts,
-          cpuCount: m.cpu_count,
-          cpuUsedPct: m.cpu_used_pct,
-          memUsed: m.mem_used,
-          memTotal: m.mem_total,
-          memCache: m.mem_cache ?? 0,
-          diskUsed: m.disk_used,
-          diskTotal: m.disk_total,
-        },
-      ];
+      const rec = orch.get(req.params.sandboxID);
+      const now = Math.floor(Date.now() / 1000);
+      const life = { startedAt: Math.floor(Date.parse(rec.startedAt) / 1000), now };
+      let range = metricsRange(req.query, life);
+      if (!range) return [];
+      let samples = usage.history.samples(rec.sandboxId);
+      // A sandbox younger than one sampling round has no history yet: sample it now (the
+      // sample is stamped when it completes, which may be the next second).
+      const inRange = samples.some((s) => s.ts >= range!.start && s.ts <= range!.end);
+      if (!inRange && range.end === now && visibleState(rec.state) === 'running') {
+        const s = await usage.sampleNow(rec.sandboxId);
+        if (s && (req.query.end === undefined || req.query.end >= s.ts)) {
+          samples = [...samples, s];
+          range = { start: range.start, end: Math.max(range.end, s.ts) };
+        }
+      }
+      return bucketSamples(samples, range).map(metricBody);
     },
   );
 
-  app.get('/sandboxes/:sandboxID/logs', { schema: { params: SandboxParams } }, async (req) => {
-    const logs = orch.sandboxLogs(req.params.sandboxID);
-    return {
-      logs,
-      logEntries: logs.map((l) => ({ timestamp: l.timestamp, level: 'info', message: l.line, fields: {} })),
-    };
+  app.get('/sandboxes/metrics', { schema: { querystring: ManyMetricsQuery } }, async (req) => {
+    const ids = [...new Set(req.query.sandbox_ids.split(',').filter((id) => id !== ''))];
+    if (ids.length > MAX_METRICS_IDS)
+      throw invalid(`Too many sandboxes requested, maximum is ${MAX_METRICS_IDS}`);
+    const sandboxes: Record<string, ReturnType<typeof metricBody>> = {};
+    await Promise.all(
+      ids.map(async (id) => {
+        const rec = orch.find(id);
+        if (!rec) return;
+        const latest =
+          usage.history.latest(id) ??
+          (visibleState(rec.state) === 'running' ? await usage.sampleNow(id) : undefined);
+        if (latest) sandboxes[id] = metricBody(latest);
+      }),
+    );
+    return { sandboxes };
   });
+
+  // The deprecated endpoint (what the e2b CLI reads): raw lines and entries from `start` (ms).
+  app.get(
+    '/sandboxes/:sandboxID/logs',
+    { schema: { params: SandboxParams, querystring: LogsQuery } },
+    async (req) => {
+      const entries = queryLogs(orch.sandboxLogs(req.params.sandboxID), {
+        ...(req.query.start !== undefined ? { cursorMs: req.query.start } : {}),
+        limit: req.query.limit ?? MAX_LOG_ENTRIES,
+        direction: 'forward',
+      });
+      return {
+        logs: entries.map((e) => ({ timestamp: new Date(e.timestampMs).toISOString(), line: logLine(e) })),
+        logEntries: entries.map(logEntryBody),
+      };
+    },
+  );
+
+  app.get(
+    '/v2/sandboxes/:sandboxID/logs',
+    { schema: { params: SandboxParams, querystring: LogsV2Query } },
+    async (req) => {
+      const q = req.query;
+      const entries = queryLogs(orch.sandboxLogs(req.params.sandboxID), {
+        ...(q.cursor !== undefined ? { cursorMs: q.cursor } : {}),
+        limit: q.limit ?? MAX_LOG_ENTRIES,
+        direction: q.direction ?? 'forward',
+        ...(q.level ? { level: q.level } : {}),
+        ...(q.search !== undefined ? { search: q.search } : {}),
+      });
+      return { logs: entries.map(logEntryBody) };
+    },
+  );
 
   app.put(
     '/sandboxes/:sandboxID/network',
