@@ -91,36 +91,18 @@ export function clusterDashboardHandler(o: ClusterDashboardOptions) {
       throw new HttpError(400, 'offset must be >= 0 and limit between 1 and 100');
     if (offset + limit > MAX_DEPTH)
       throw new HttpError(400, `a cluster lists at most ${MAX_DEPTH} sandboxes deep; filter instead`);
-    // Each node's first offset+limit rows, in pages of 100, without usage; then usage for the chosen page.
+    // Each node's first offset+limit rows, in pages of 100: the merged page is among them.
     const parts: SandboxPage[] = [];
     for (let at = 0; at < offset + limit; at += NODE_PAGE) {
       const q = new URLSearchParams(url.searchParams);
       q.set('offset', String(at));
       q.set('limit', String(Math.min(NODE_PAGE, offset + limit - at)));
-      q.set('usage', '0');
       const got = bodies(await fromAll<SandboxPage>(req, `${url.pathname}?${q}`));
       // Totals count once: from the first round.
       parts.push(...got.map((p) => (at === 0 ? p : { ...p, total: 0 })));
       if (got.every((p) => p.items.length < NODE_PAGE)) break;
     }
-    const page = mergePages(parts, offset, limit);
-    const byNode = new Map<string, string[]>();
-    for (const s of page.items) byNode.set(s.nodeID, [...(byNode.get(s.nodeID) ?? []), s.sandboxID]);
-    const nodes = (await o.nodes()).filter((n) => byNode.has(n.nodeID));
-    const measured = new Map<string, SandboxPage['items'][number]>();
-    await Promise.all(
-      nodes.map(async (n) => {
-        const ids = byNode.get(n.nodeID)!;
-        const [r] = await askAll<SandboxPage>(
-          [n],
-          `${url.pathname}?ids=${ids.join(',')}&limit=100`,
-          forwardedHeaders(req.headers),
-          fetchImpl,
-        );
-        if (r?.ok) for (const s of r.body.items) measured.set(s.sandboxID, s);
-      }),
-    );
-    return { ...page, items: page.items.map((s) => measured.get(s.sandboxID) ?? s) };
+    return mergePages(parts, offset, limit);
   };
 
   const stream = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {

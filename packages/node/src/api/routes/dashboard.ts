@@ -47,12 +47,8 @@ const ListQuery = Type.Object({
   template: Type.Optional(Type.String({ maxLength: 256 })),
   q: Type.Optional(Type.String({ maxLength: 128 })),
   metadata: Type.Optional(Type.String({ maxLength: 4096 })),
-  /** Only these sandboxes (a gateway asks each node for the rows of the page it merged). */
-  ids: Type.Optional(Type.String({ pattern: '^[a-z0-9]+(,[a-z0-9]+){0,99}$', maxLength: 6600 })),
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100 })),
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: 1_000_000 })),
-  /** `0`: without what envd measures (a gateway merging pages first). */
-  usage: Type.Optional(Type.Union([Type.Literal('0'), Type.Literal('1')])),
 });
 
 /**
@@ -99,12 +95,10 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       const states = q.state ? new Set(q.state.split(',')) : undefined;
       const meta = parseMetadataQuery(q.metadata);
       const needle = q.q?.toLowerCase();
-      const ids = q.ids ? new Set(q.ids.split(',')) : undefined;
       const all = orch
         .list()
         .filter(
           (r) =>
-            (!ids || ids.has(r.sandboxId)) &&
             (!states || states.has(r.state)) &&
             (!q.template || r.templateId === q.template || r.alias === q.template) &&
             (!needle || r.sandboxId.includes(needle) || r.templateId.toLowerCase().includes(needle)) &&
@@ -113,7 +107,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       const offset = q.offset ?? 0;
       const limit = q.limit ?? 25;
       const rows = all.slice(offset, offset + limit);
-      const items = await Promise.all(rows.map((r) => withUsage(opts.usage, r, nodeID, q.usage !== '0')));
+      const items = rows.map((r) => withUsage(opts.usage, r, nodeID));
       return { items, total: all.length, offset, limit };
     },
   );
@@ -212,13 +206,8 @@ async function latestUsage(usage: Usage, r: SandboxRecord): Promise<UsageSample 
   return withTimeout(usage.sampleNow(r.sandboxId), METRICS_TIMEOUT_MS).catch(() => undefined);
 }
 
-/** A table row: the record's listed fields, and what it uses (while it runs). */
-async function withUsage(
-  usage: Usage,
-  r: SandboxRecord,
-  nodeID: string,
-  measure: boolean,
-): Promise<DashboardSandbox> {
+/** A table row: the record's listed fields, and what it used when last sampled (while it runs). */
+function withUsage(usage: Usage, r: SandboxRecord, nodeID: string): DashboardSandbox {
   const row: DashboardSandbox = {
     sandboxID: r.sandboxId,
     templateID: r.templateId,
@@ -232,8 +221,10 @@ async function withUsage(
     diskSizeMB: r.diskSizeMB,
     metadata: r.metadata,
   };
-  if (!measure || r.state !== 'running') return row;
-  const m = await latestUsage(usage, r);
+  if (r.state !== 'running') return row;
+  // The newest sample only: a page never waits for a sandbox to be measured (a new one shows
+  // its usage from the node's next sampling round on).
+  const m = usage.history.latest(r.sandboxId);
   return m ? { ...row, cpuUsedPct: m.cpuUsedPct, memUsedMiB: Math.round(m.memUsed / 2 ** 20) } : row;
 }
 
