@@ -16,7 +16,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['packages/*/test/unit/**/*.test.ts'],
+          include: ['packages/*/test/unit/**/*.test.ts', 'deploy/test/unit/**/*.test.ts'],
         },
       },
       {
@@ -87,6 +87,17 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          name: 'scheduler',
+          include: ['packages/scheduler/test/e2e/**/*.test.ts'],
+          // Real aenv-scheduler processes and redis-server on fixed loopback ports (192xx); the
+          // node-agent file also boots gVisor test nodes.
+          fileParallelism: false,
+          testTimeout: 120_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
+        test: {
           name: 'cli',
           include: ['packages/cli/test/e2e/**/*.test.ts'],
           // The aenv CLI against a real aenv-server (the node fixture's port and home, like `node`).
@@ -96,11 +107,32 @@ export default defineConfig({
         },
       },
       {
+        test: {
+          name: 'deploy',
+          include: ['deploy/test/e2e/**/*.test.ts'],
+          // Releases, installs into a booted Debian root, Docker images, Compose: slow and exclusive.
+          fileParallelism: false,
+          testTimeout: 900_000,
+          hookTimeout: 1_800_000,
+        },
+      },
+      {
+        test: {
+          name: 'cluster',
+          include: ['packages/gateway/test/cluster/**/*.test.ts'],
+          // Real clusters (redis-server, the scheduler, the gateway, several nodes) on one machine.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
         extends: true,
         test: {
           name: 'dashboard',
           include: ['packages/dashboard/test/e2e/**/*.test.ts'],
-          // Debian's chromium against a real aenv-server (the node fixture's port and home).
+          // Debian's chromium against a real aenv-server (the node fixture's port and home) and a
+          // real local cluster.
           fileParallelism: false,
           testTimeout: 180_000,
           hookTimeout: 1_200_000,

@@ -8,7 +8,10 @@ report=$(mktemp)
 trap 'rm -f "$report"' EXIT
 # One file at a time across all projects: end-to-end groups share fixed ports (49983 for envd's
 # debug mode, 18000 for the test node) and the machine has two cores.
-npx vitest run --no-file-parallelism --maxWorkers=1 --reporter=default --reporter=json --outputFile.json="$report" "$@"
+# The deployment tests (Docker, systemd-nspawn, a release) run on their own: npm run test:deploy.
+args=("$@")
+[[ " $* " == *" --project"* ]] || args+=(--project '!deploy')
+npx vitest run --no-file-parallelism --maxWorkers=1 --reporter=default --reporter=json --outputFile.json="$report" "${args[@]}"
 status=$?
 node -e '
   const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));

@@ -4,6 +4,7 @@ import { registerCompletionCommands } from './commands/completion.js';
 import { registerExecCommand } from './commands/exec.js';
 import { registerFileCommands } from './commands/files.js';
 import { registerForkCommand } from './commands/fork.js';
+import { registerNodeCommands } from './commands/nodes.js';
 import { registerSandboxCommands } from './commands/sandboxes.js';
 import { registerShellCommands } from './commands/shell.js';
 import { registerSnapshotCommands } from './commands/snapshot.js';
@@ -48,6 +49,7 @@ Examples:
   registerForkCommand(program);
   registerSnapshotCommands(program);
   registerFileCommands(program);
+  registerNodeCommands(program);
   registerCompletionCommands(program);
   return program;
 }

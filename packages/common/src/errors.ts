@@ -14,6 +14,8 @@ export type DomainErrorKind =
   | 'capacity'
   | 'unavailable'
   | 'bad_gateway'
+  /** An upstream (a node behind the gateway) did not answer in time. */
+  | 'timeout'
   | 'internal';
 
 export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
@@ -26,6 +28,7 @@ export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
   capacity: 429,
   unavailable: 503,
   bad_gateway: 502,
+  timeout: 504,
   internal: 500,
 };
 

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
+import { clusterAgent, SandboxEventLog } from './cluster/index.js';
 import { ConfigError, loadConfig, parseListenAddress } from './config/index.js';
 import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
@@ -29,6 +30,19 @@ const undoStartup: (() => unknown)[] = [];
 /** Sandbox usage for the metrics endpoints: a sample every 5 s, the last hour kept per sandbox. */
 const USAGE_SAMPLE_INTERVAL_MS = 5_000;
 const USAGE_HISTORY_SAMPLES = 720;
+
+/**
+ * SIGTERM/SIGINT are caught from the first line: one that arrives while the node is still starting
+ * (its chains and namespaces already exist) stops it once startup is done, instead of killing the
+ * process with everything left on the host.
+ */
+const signals: { received?: string; stop?: (signal: string) => Promise<void> } = {};
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    signals.received ??= signal;
+    void signals.stop?.(signal);
+  });
+}
 
 async function main(): Promise<void> {
   const config = loadConfig();
@@ -102,6 +116,7 @@ async function main(): Promise<void> {
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const events = new SandboxEventLog(config.nodeIdentity.nodeId);
   const activity = new LifecycleActivity(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
@@ -115,10 +130,10 @@ async function main(): Promise<void> {
     logger,
     nodeSecret,
     capturesDir: path.join(home, 'captures'),
-    observer: {
+    observer: events.observing({
       stage: (name, ms) => (metrics.stage(name, ms), activity.stage(name, ms)),
       failed: (name) => (metrics.failed(name), activity.failed(name)),
-    },
+    }),
     pool,
   });
   const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
@@ -134,8 +149,30 @@ async function main(): Promise<void> {
   });
   const proxy = new SandboxProxy(orchestrator, logger);
   orchestrator.beforeCapture((id) => proxy.drain(id));
+  const agent = config.cluster.schedulerUrl
+    ? clusterAgent({
+        schedulerUrl: config.cluster.schedulerUrl,
+        apiKey,
+        nodeId: config.nodeIdentity.nodeId,
+        clusterId: config.nodeIdentity.clusterId,
+        advertiseUrl: config.cluster.advertiseUrl ?? `http://${config.apiAddr}`,
+        version,
+        limits: config.orchestrator,
+        records: () => orchestrator.list(),
+        cache: snapshotCache,
+        repository: snapshotStore,
+        events,
+        logger,
+      })
+    : undefined;
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+  for (const sandboxId of recovered.lost)
+    events.record({
+      type: 'lost',
+      sandboxId,
+      reason: 'node failure: the node restarted while the sandbox ran',
+    });
 
   const app = await buildApp({
     config,
@@ -145,6 +182,7 @@ async function main(): Promise<void> {
     templates: { built, files: buildFiles },
     proxy,
     metrics,
+    events,
     usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
@@ -154,11 +192,12 @@ async function main(): Promise<void> {
   usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
+  agent?.start();
   void base
     .prepare()
     .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
 
-  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
       `AgentENV node ${version} listening on ${url} (home ${home})`,
@@ -170,22 +209,33 @@ async function main(): Promise<void> {
   );
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  signals.stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
-    await usageSampler.stop();
-    await orchestrator.shutdown();
-    await base.close();
-    await app.close();
-    proxy.close();
-    await driver.close();
-    await network.shutdown();
-    store.close();
-    process.exit(0);
+    // Drained first, so the cluster stops placing here while the sandboxes are paused. Every step
+    // runs even when one before it failed: the host's rules and namespaces go last.
+    let failed = false;
+    for (const step of [
+      () => agent?.drain(),
+      () => usageSampler.stop(),
+      () => orchestrator.shutdown(),
+      () => agent?.stop(),
+      () => base.close(),
+      () => app.close(),
+      () => proxy.close(),
+      () => driver.close(),
+      () => network.shutdown(),
+      () => store.close(),
+    ]) {
+      await (async () => step())().catch((err: unknown) => {
+        failed = true;
+        logger.error({ err }, 'shutdown step failed');
+      });
+    }
+    process.exit(failed ? 1 : 0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  if (signals.received) void signals.stop(signals.received);
 }
 
 main().catch(async (err: unknown) => {

@@ -1,4 +1,4 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -12,8 +12,10 @@ import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
 import { routeRequest, signedFilesRoute, type SandboxProxy, type SandboxRoute } from '../proxy/index.js';
 import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
+import { createEdgeServer, tlsFiles } from '@agentenv/common';
 import {
   dashboardRoutes,
+  eventRoutes,
   nodeStatusBody,
   sandboxRoutes,
   snapshotRoutes,
@@ -22,6 +24,7 @@ import {
   type SandboxRoutesOptions,
 } from './routes/index.js';
 import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
+import type { SandboxEventLog } from '../cluster/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -31,6 +34,7 @@ export interface AppDeps {
   templates: { built: BuiltTemplates; files: BuildFiles };
   proxy: SandboxProxy;
   metrics: NodeMetrics;
+  events: SandboxEventLog;
   usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
@@ -56,20 +60,18 @@ export async function buildApp(
     routeRequest(req.url ?? '/', req.headers, domains) ??
     signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
-    const server = createServer((req, res) => {
+    const server = createEdgeServer((req, res) => {
       const route = sandboxRoute(req);
       if (route === 'no-match') sendUnsigned(res);
       else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
-    });
+    }, tlsFiles(deps.config));
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       const route = routeRequest(req.url ?? '/', req.headers, domains);
       if (route) void deps.proxy.upgrade(route, req, socket, head);
       else socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     });
-    // Proxied streams and long operations (fork, pause of big sandboxes) must not be cut off.
-    server.requestTimeout = 0;
-    server.keepAliveTimeout = 75_000;
+    // Proxied streams and long operations (fork, pause of big sandboxes) are not cut off there.
     return server;
   };
 
@@ -124,6 +126,7 @@ export async function buildApp(
     domain: domains[0],
     usage: deps.usage,
   });
+  await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,
     snapshots: deps.snapshots,

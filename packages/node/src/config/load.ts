@@ -55,6 +55,7 @@ export function defaults(env: Env): NodeConfig {
       nodeTag: 'n0',
     },
     nodeIdentity: { nodeId: env.HOSTNAME || hostname(), clusterId: 'default' },
+    cluster: {},
   };
 }
 
@@ -70,6 +71,8 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
   if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
   if (env.AENV_API_KEY) set(['apiKey'], env.AENV_API_KEY);
+  if (env.AENV_TLS_CERT) set(['tlsCert'], env.AENV_TLS_CERT);
+  if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
   if (env.AENV_VIRTUALIZATION_MODE) set(['runtime', 'virtualizationMode'], env.AENV_VIRTUALIZATION_MODE);
   if (env.AENV_SANDBOX_PROXY_DOMAINS) {
@@ -87,6 +90,9 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
   if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
+  const scheduler = env.AENV_SCHEDULER_URL || env.AENV_OBSERVABILITY_SCHEDULER_ENDPOINT;
+  if (scheduler) set(['cluster', 'schedulerUrl'], scheduler);
+  if (env.AENV_ADVERTISE_URL) set(['cluster', 'advertiseUrl'], env.AENV_ADVERTISE_URL);
   return o;
 }
 
@@ -128,6 +134,7 @@ export function loadConfig(env: Env = process.env): NodeConfig {
   config.snapshot.localCachePath ||= path.join(config.homePath, 'snapshot-cache');
   config.backend.posixFs.snapshotStore ||= path.join(config.homePath, 'snapshot-store');
   parseListenAddress(config.apiAddr);
+  if (!config.tlsCert !== !config.tlsKey) throw new ConfigError('tls_cert and tls_key are set together');
   return config;
 }
 

@@ -11,6 +11,9 @@ export const NodeConfigSchema = Type.Object({
   homePath: Type.String({ minLength: 1 }),
   runtimePath: Type.String({ minLength: 1 }),
   apiKey: Type.Optional(Type.String({ minLength: 8 })),
+  /** PEM certificate (chain) and key: the API and sandbox proxy listen with TLS (HTTP/2 by ALPN). */
+  tlsCert: Type.Optional(Type.String({ minLength: 1 })),
+  tlsKey: Type.Optional(Type.String({ minLength: 1 })),
   runtime: Type.Object({
     driver: Type.Union([Type.Literal('gvisor'), Type.Literal('firecracker')]),
     virtualizationMode: Type.Union([Type.Literal('kvm'), Type.Literal('pvm')]),
@@ -54,6 +57,12 @@ export const NodeConfigSchema = Type.Object({
   nodeIdentity: Type.Object({
     nodeId: Type.String({ minLength: 1 }),
     clusterId: Type.String({ minLength: 1 }),
+  }),
+  /** With a scheduler URL the node joins that cluster; without, it runs on its own. */
+  cluster: Type.Object({
+    schedulerUrl: Type.Optional(Type.String({ pattern: '^https?://' })),
+    /** Where the gateway reaches this node; default `http://<api_addr>`. */
+    advertiseUrl: Type.Optional(Type.String({ pattern: '^https?://' })),
   }),
 });
 

@@ -2,7 +2,7 @@ export { Orchestrator, type CreateSandboxInput, type OrchestratorDeps } from './
 export { SandboxWarmPool, type PooledSandbox } from './warm-pool.js';
 export { isTransient, visibleState, type SandboxState, type Operation } from './states.js';
 export type { SandboxRecord } from './record.js';
-export type { LifecycleObserver } from './observer.js';
+export type { LifecycleEvent, LifecycleEventType, LifecycleObserver } from './observer.js';
 export type {
   BootSpec,
   PauseRepository,

@@ -11,7 +11,7 @@ import { readCapture, type Capture, type RuntimeDriver, type SandboxHandle } fro
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
 import { SnapshotError } from '../snapshot/index.js';
 import { forEachLimit, KeyedMutex, newSandboxId } from '../util/index.js';
-import type { LifecycleObserver } from './observer.js';
+import type { LifecycleEventType, LifecycleObserver } from './observer.js';
 import type { SandboxStore } from './persistence/index.js';
 import type { SandboxRecord } from './record.js';
 import { SandboxLogs, type SandboxLogEntry } from './sandbox-logs.js';
@@ -258,6 +258,7 @@ export class Orchestrator {
         if (!this.d.store.compareAndSet(running, 'creating'))
           throw new Error('sandbox record changed during create');
         this.logs.add(id, `sandbox created from ${template.snapshotId ?? rec.templateId}`);
+        this.d.observer.event?.({ type: 'created', sandboxId: id, details: { template_id: rec.templateId } });
         this.d.observer.stage('create', Date.now() - t0);
         return running;
       } catch (err) {
@@ -301,6 +302,7 @@ export class Orchestrator {
         else if (!this.d.store.compareAndSet(after, t.during))
           throw new Error(`sandbox ${id} changed during ${op}`);
         this.d.observer.stage(op, Date.now() - t0);
+        if (OP_EVENT[op]) this.d.observer.event?.({ type: OP_EVENT[op], sandboxId: id });
         return after === 'deleted' ? undefined : after;
       } catch (err) {
         this.d.observer.failed(op);
@@ -392,6 +394,7 @@ export class Orchestrator {
         rec.envdAccessToken,
       );
       this.logs.add(id, `snapshot ${info.snapshotID} taken`);
+      this.d.observer.event?.({ type: 'snapshot', sandboxId: id, details: { snapshot_id: info.snapshotID } });
       return info;
     } catch (err) {
       this.d.observer.failed('snapshot');
@@ -457,10 +460,9 @@ export class Orchestrator {
           }
         }),
       );
-      this.logs.add(
-        id,
-        `forked into ${results.filter((r) => r.status === 'fulfilled').length} of ${count} children`,
-      );
+      const forked = results.filter((r) => r.status === 'fulfilled').length;
+      this.logs.add(id, `forked into ${forked} of ${count} children`);
+      this.d.observer.event?.({ type: 'forked', sandboxId: id, details: { child_count: String(forked) } });
       return results.map((r) => {
         if (r.status === 'fulfilled') return { sandbox: r.value };
         const e = r.reason instanceof DomainError ? r.reason : new DomainError('internal', String(r.reason));
@@ -646,6 +648,7 @@ export class Orchestrator {
       const rec = this.d.store.get(id);
       if (rec && rec.state === 'running') {
         this.d.store.delete(id);
+        this.d.observer.event?.({ type: 'exited', sandboxId: id, reason });
         if (rec.pauseId) await this.dropPause(id, rec.pauseId);
       }
     }
@@ -717,6 +720,13 @@ export class Orchestrator {
     return secs;
   }
 }
+
+/** Operations whose success is a lifecycle event of its own (snapshot and fork report theirs). */
+const OP_EVENT: Partial<Record<Operation, LifecycleEventType>> = {
+  pause: 'paused',
+  resume: 'resumed',
+  kill: 'killed',
+};
 
 /** Typed errors the API maps itself (repository unavailable, name taken, …) pass through. */
 function operationError(op: string, err: unknown): Error {

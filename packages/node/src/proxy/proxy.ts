@@ -1,10 +1,9 @@
 import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { safeEqual } from '@agentenv/common';
+import { forwardHeaders, safeEqual, type SandboxRoute } from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
-import { forwardHeaders, type SandboxRoute } from './route.js';
 
 /** Proxy auto-resume guarantees at least this much life (AGENTENV-API.md §2). */
 const AUTO_RESUME_SECS = 300;

@@ -1,5 +1,5 @@
 import { signatureMatches, signedFileRequest } from '@agentenv/envd/file-signature';
-import type { SandboxRoute } from './route.js';
+import type { SandboxRoute } from '@agentenv/common';
 
 const ENVD_PORT = 49983;
 

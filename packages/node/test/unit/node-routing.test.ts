@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { decodePageToken, paginate } from '../../src/api/pagination.js';
 import { newSandboxId } from '../../src/util/ids.js';
 import { isTransient, transitionFor, visibleState } from '../../src/orchestrator/states.js';
-import { forwardHeaders, routeRequest } from '../../src/proxy/route.js';
+import { forwardHeaders, routeRequest } from '@agentenv/common';
 
 describe('proxy routing', () => {
   const domains = ['aenv.test'];

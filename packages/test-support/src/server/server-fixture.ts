@@ -54,8 +54,28 @@ export async function startServer(
   env: Record<string, string> = {},
   instance = INSTANCE,
 ): Promise<TestServer> {
-  if (!env.AENV_HOME_PATH) prepareHome(instance);
   const url = env.API_ADDR ? `http://${env.API_ADDR}` : urlOf(instance);
+  const server = spawnServer(env, instance);
+  const { child } = server;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null)
+      throw new Error(`aenv-server exited with ${child.exitCode}:\n${server.output()}`);
+    const ok = await fetch(`${url}/health`).then(
+      (r) => r.status === 204,
+      () => false,
+    );
+    if (ok) break;
+    if (Date.now() > deadline)
+      throw new Error(`aenv-server did not answer /health in 60 s:\n${server.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return server;
+}
+
+/** Starts aenv-server like startServer, without waiting for it to answer. */
+export function spawnServer(env: Record<string, string> = {}, instance = INSTANCE): TestServer {
+  if (!env.AENV_HOME_PATH) prepareHome(instance);
   let out = '';
   const child = spawn(process.execPath, [SERVER], {
     env: {
@@ -86,17 +106,6 @@ export async function startServer(
   child.stderr!.on('data', keep);
   child.once('exit', () => log.end());
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`aenv-server exited with ${child.exitCode}:\n${out}`);
-    const ok = await fetch(`${url}/health`).then(
-      (r) => r.status === 204,
-      () => false,
-    );
-    if (ok) break;
-    if (Date.now() > deadline) throw new Error(`aenv-server did not answer /health in 60 s:\n${out}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
   return {
     child,
     output: () => out,

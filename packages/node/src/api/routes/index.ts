@@ -1,4 +1,5 @@
 export { dashboardRoutes } from './dashboard.js';
+export { eventRoutes } from './events.js';
 export { sandboxRoutes, type SandboxRoutesOptions } from './sandboxes.js';
 export { snapshotRoutes } from './snapshots.js';
 export { nodeStatusBody, systemRoutes } from './system.js';

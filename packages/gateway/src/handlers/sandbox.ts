@@ -1,0 +1,98 @@
+import { ask, callNode, isCapacityRefusal, type GatewayContext } from '../context.js';
+import { DomainError } from '@agentenv/common';
+import { readBody, sendJson } from '../http.js';
+import type { Binding, NodeRef } from '../scheduler/scheduler.js';
+import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
+import { placeAndSend } from './placement.js';
+
+/** The node a sandbox lives on, or the client's 404 (410 for one lost with its node). */
+export async function bindingOf(ctx: GatewayContext, sandboxId: string): Promise<Binding> {
+  const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
+  if (!b) throw new DomainError('not_found', `sandbox ${sandboxId} not found`);
+  return b;
+}
+
+/** 410 for a sandbox lost with its node, with the reason the scheduler recorded. */
+export async function lostError(ctx: GatewayContext, sandboxId: string, b: Binding): Promise<DomainError> {
+  const events = await ctx.scheduler.sandboxEvents(sandboxId).catch(() => []);
+  const lost = events.filter((e) => e.type === 'lost').at(-1);
+  return new DomainError(
+    'gone',
+    `sandbox ${sandboxId} was lost: ${lost?.reason || `node failure (node ${b.node.nodeId})`}`,
+  );
+}
+
+export function relay(res: ClientResponse, a: NodeAnswer): void {
+  res.writeHead(a.status, a.headers);
+  res.end(a.body);
+}
+
+/** Any call on one sandbox: streamed to its node. */
+export async function handleSandboxCall(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<void> {
+  const b = await bindingOf(ctx, sandboxId);
+  if (b.state === 'lost') {
+    // Reading a lost sandbox says what became of it; anything else on it is gone.
+    if (req.method === 'GET' && /^\/(v2\/)?sandboxes\/[a-z0-9]+(\?.*)?$/.test(req.url ?? ''))
+      return sendJson(res, 200, {
+        sandboxID: sandboxId,
+        state: 'lost',
+        nodeID: b.node.nodeId,
+        reason: (await lostError(ctx, sandboxId, b)).message,
+      });
+    throw await lostError(ctx, sandboxId, b);
+  }
+  await ctx.nodes.stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs });
+}
+
+/**
+ * Connect/resume. On its node when that node is ready and has room; a paused sandbox whose node
+ * is gone, draining or full is placed like a create (preferring a node holding its pause in
+ * cache), and the node asked takes it over from the shared repository — the repository's claim
+ * decides, so two resumes never both win.
+ */
+export async function handleResume(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<void> {
+  const body = await readBody(req);
+  const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
+  if (b?.state === 'lost') throw await lostError(ctx, sandboxId, b);
+  const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
+  const exclude: string[] = [];
+  // Why the sandbox's own node did not do it, answered if no other node can either.
+  let own: DomainError | undefined;
+  if (b) {
+    // A draining node still serves what runs on it; what is paused there moves.
+    const usable = b.node.status === 'ready' || (b.node.status === 'draining' && b.state !== 'paused');
+    if (usable) {
+      const answer = await send(b.node).catch((err: unknown) => {
+        if (err instanceof DomainError && err.kind === 'bad_gateway') return err;
+        throw err;
+      });
+      if (answer instanceof DomainError) own = answer;
+      else if (!(isCapacityRefusal(answer) && b.state === 'paused')) return relay(res, answer);
+    } else
+      own = new DomainError(
+        'bad_gateway',
+        `node ${b.node.nodeId} of sandbox ${sandboxId} is ${b.node.status}`,
+      );
+    exclude.push(b.node.nodeId);
+  }
+  const hint = {
+    kind: 'resume' as const,
+    sandboxId,
+    excludeNodes: exclude,
+    ...(b?.pauseId ? { pauseId: b.pauseId } : {}),
+  };
+  const { answer } = await placeAndSend(ctx, hint, send);
+  // Nothing in the shared repository to resume: the sandbox was not paused, its node is the answer.
+  if (answer.status === 404 && own && b?.state !== 'paused') throw own;
+  relay(res, answer);
+}

@@ -1,0 +1,56 @@
+/**
+ * What the gateway does with a control-plane request (sandbox traffic is recognised before this,
+ * by the node's own routing function). Pure, so every path is unit-tested.
+ */
+export type ControlRoute =
+  | { kind: 'health' | 'metrics' }
+  | { kind: 'nodes' }
+  | { kind: 'node'; nodeId: string }
+  | { kind: 'events' }
+  | { kind: 'sandbox-events'; sandboxId: string }
+  /** A new sandbox: placed by Schedule. */
+  | { kind: 'create'; cold: boolean; v2: boolean }
+  | { kind: 'list'; v2: boolean }
+  | { kind: 'fork'; sandboxId: string }
+  /** Connect or resume: a paused sandbox may move to another node. */
+  | { kind: 'resume'; sandboxId: string }
+  /** Any other call on one sandbox: routed to its node. */
+  | { kind: 'sandbox'; sandboxId: string }
+  /** Template builds keep their state on the node that runs them. */
+  | { kind: 'template'; templateId?: string; register: boolean }
+  /** Served from the shared repository: any healthy node answers. */
+  | { kind: 'any-node' };
+
+const ID = '([a-z0-9]{1,64})';
+const SANDBOX = new RegExp(`^/(v2/)?sandboxes/${ID}(/.*)?$`);
+
+export function classify(method: string, url: string): ControlRoute {
+  const path = url.split('?')[0]!;
+  if (path === '/health') return { kind: 'health' };
+  if (path === '/metrics') return { kind: 'metrics' };
+  if (path === '/nodes') return { kind: 'nodes' };
+  const node = /^\/nodes\/([^/]+)$/.exec(path);
+  if (node) return { kind: 'node', nodeId: decodeURIComponent(node[1]!) };
+  if (path === '/events' && method === 'GET') return { kind: 'events' };
+  if (path === '/sandboxes' || path === '/v2/sandboxes') {
+    const v2 = path.startsWith('/v2/');
+    if (method === 'POST') return { kind: 'create', cold: false, v2 };
+    if (method === 'GET') return { kind: 'list', v2 };
+  }
+  if (path === '/sandboxes-cold' && method === 'POST') return { kind: 'create', cold: true, v2: false };
+  const sb = SANDBOX.exec(path);
+  if (sb) {
+    const sandboxId = sb[2]!;
+    const rest = sb[3] ?? '';
+    if (method === 'POST' && rest === '/fork' && !sb[1]) return { kind: 'fork', sandboxId };
+    if (method === 'POST' && (rest === '/connect' || (rest === '/resume' && !sb[1])))
+      return { kind: 'resume', sandboxId };
+    if (method === 'GET' && rest === '/events' && !sb[1]) return { kind: 'sandbox-events', sandboxId };
+    return { kind: 'sandbox', sandboxId };
+  }
+  if (method === 'POST' && ['/v3/templates', '/v2/templates', '/templates'].includes(path))
+    return { kind: 'template', register: true };
+  const tpl = /^\/(?:v2\/)?templates\/([^/]+)\/(files|builds)(\/.*)?$/.exec(path);
+  if (tpl) return { kind: 'template', templateId: decodeURIComponent(tpl[1]!), register: false };
+  return { kind: 'any-node' };
+}

@@ -1,0 +1,228 @@
+import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import {
+  NodeStatus as PbNodeStatus,
+  PlacementKind,
+  SandboxEventType,
+  SandboxState,
+  SchedulerService,
+  type Node,
+  type SandboxEvent,
+} from '@agentenv/protocol/scheduler';
+import {
+  PlacementRefused,
+  SchedulerUnavailable,
+  type Binding,
+  type ClusterEvent,
+  type NodeRef,
+  type NodeStatus,
+  type Placement,
+  type PlacementHint,
+  type Scheduler,
+} from './scheduler.js';
+
+const STATUS: Record<PbNodeStatus, NodeStatus> = {
+  [PbNodeStatus.UNSPECIFIED]: 'unhealthy',
+  [PbNodeStatus.READY]: 'ready',
+  [PbNodeStatus.DRAINING]: 'draining',
+  [PbNodeStatus.UNHEALTHY]: 'unhealthy',
+  [PbNodeStatus.CONNECTING]: 'connecting',
+};
+
+const KIND: Record<NonNullable<PlacementHint['kind']>, PlacementKind> = {
+  create: PlacementKind.CREATE,
+  resume: PlacementKind.RESUME,
+  fork_spill: PlacementKind.FORK_SPILL,
+};
+
+/** Lower-case names of the protobuf enums, as the REST surface spells states and events. */
+const stateName = (s: SandboxState) => (SandboxState[s] ?? 'UNSPECIFIED').toLowerCase();
+const eventName = (t: SandboxEventType) => (SandboxEventType[t] ?? 'UNSPECIFIED').toLowerCase();
+const iso = (t: Timestamp | undefined) => (t ? timestampDate(t).toISOString() : undefined);
+
+/** A scheduler.v1 node as GET /nodes shows it (AGENTENV-API.md §1). */
+export function nodeBody(n: Node): Record<string, unknown> {
+  return {
+    nodeID: n.ref?.nodeId ?? '',
+    url: n.ref?.advertiseUrl ?? '',
+    clusterID: n.clusterId,
+    status: STATUS[n.status],
+    version: n.version,
+    lastHeartbeat: iso(n.lastHeartbeat) ?? null,
+    sandboxCount: n.load?.runningCount ?? 0,
+    startingSandboxCount: n.load?.startsInFlight ?? 0,
+    pausedSandboxCount: n.load?.pausedCount ?? 0,
+    reservedCount: n.reservedCount,
+    allocatedCPU: n.load?.allocatedCpu ?? 0,
+    allocatedMemoryMiB: n.load?.allocatedMemoryMib ?? 0,
+    cpuCount: n.capacity?.cpuCount ?? 0,
+    cpuLoad1m: n.load?.cpuLoad1m ?? 0,
+    memoryTotalMiB: n.capacity?.memoryTotalMib ?? 0,
+    memoryUsedMiB: n.load?.memoryUsedMib ?? 0,
+    memoryFreeMiB: n.load?.memoryFreeMib ?? 0,
+    maxSandboxes: n.capacity?.maxSandboxes ?? 0,
+    cacheKeyCount: n.cacheKeyCount,
+    expected: n.expected,
+  };
+}
+
+const refOf = (n: Node): NodeRef => ({
+  nodeId: n.ref?.nodeId ?? '',
+  url: n.ref?.advertiseUrl ?? '',
+  status: STATUS[n.status],
+});
+
+function eventOf(e: SandboxEvent): ClusterEvent {
+  return {
+    eventId: e.eventId,
+    sandboxId: e.sandboxId,
+    nodeId: e.nodeId,
+    type: eventName(e.type),
+    ...(e.reason ? { reason: e.reason } : {}),
+    time: iso(e.time) ?? new Date().toISOString(),
+    details: { ...e.details },
+  };
+}
+
+/** A failure to reach the scheduler at all (no answer from it), as opposed to its refusal. */
+function unreachable(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return true;
+  if (err.code === Code.DeadlineExceeded || err.code === Code.Canceled) return true;
+  return err.code === Code.Unavailable && err.cause instanceof Error && 'code' in err.cause;
+}
+
+/** Connect failures as the gateway's scheduler errors. */
+export function mapped(err: unknown, rpc: string): Error {
+  // A placement the scheduler could not decide in time (it is swamped, as in a burst) is a busy
+  // cluster to retry, not a failure; a scheduler that cannot be reached at all is down (503).
+  if (rpc === 'Schedule' && err instanceof ConnectError && err.code === Code.DeadlineExceeded)
+    return new PlacementRefused('cluster_full', 'the scheduler is busy placing other sandboxes', 2);
+  if (unreachable(err) || !(err instanceof ConnectError))
+    return new SchedulerUnavailable(`${rpc}: ${(err as Error).message}`);
+  if (err.code === Code.ResourceExhausted) {
+    const retry = Number(err.metadata.get('retry-after')) || 5;
+    return new PlacementRefused('cluster_full', err.rawMessage, retry);
+  }
+  if (err.code === Code.Unavailable && rpc === 'Schedule')
+    return new PlacementRefused('no_healthy_node', err.rawMessage, 5);
+  return new SchedulerUnavailable(
+    `${rpc}: ${err.code === Code.Unauthenticated ? 'the scheduler refused the API key' : err.rawMessage}`,
+  );
+}
+
+/** The gateway's Scheduler over scheduler.v1 (Connect, HTTP/1.1 or h2c by the URL). */
+export class ConnectScheduler implements Scheduler {
+  private readonly client: Client<typeof SchedulerService>;
+
+  /**
+   * @param callTimeoutMs a scheduler that does not answer within this is down for the request
+   *   (503), not a hang
+   */
+  constructor(
+    baseUrl: string,
+    apiKey: string,
+    private readonly callTimeoutMs = 10_000,
+  ) {
+    const auth: Interceptor = (next) => async (req) => {
+      req.header.set('x-api-key', apiKey);
+      return next(req);
+    };
+    this.client = createClient(
+      SchedulerService,
+      createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true, interceptors: [auth] }),
+    );
+  }
+
+  private async call<T>(rpc: string, work: (opts: { timeoutMs: number }) => Promise<T>): Promise<T> {
+    try {
+      return await work({ timeoutMs: this.callTimeoutMs });
+    } catch (err) {
+      throw mapped(err, rpc);
+    }
+  }
+
+  async schedule(hint: PlacementHint): Promise<Placement> {
+    const r = await this.call('Schedule', (o) =>
+      this.client.schedule(
+        {
+          kind: KIND[hint.kind ?? 'create'],
+          templateId: hint.templateId ?? '',
+          snapshotId: hint.snapshotId ?? '',
+          pauseId: hint.pauseId ?? '',
+          sandboxId: hint.sandboxId ?? '',
+          cacheKeys: [hint.pauseId, hint.snapshotId, hint.templateId].filter((k): k is string => !!k),
+          resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMB ?? 0 },
+          excludeNodeIds: hint.excludeNodes ?? [],
+        },
+        o,
+      ),
+    );
+    if (!r.node) throw new SchedulerUnavailable('Schedule answered without a node');
+    return {
+      node: { nodeId: r.node.nodeId, url: r.node.advertiseUrl, status: 'ready' },
+      reservationId: r.reservationId,
+      localityHit: r.localityHit,
+    };
+  }
+
+  async lookupNode(sandboxId: string): Promise<Binding | undefined> {
+    try {
+      const r = await this.client.lookupNode({ sandboxId }, { timeoutMs: this.callTimeoutMs });
+      if (!r.node) return undefined;
+      return {
+        node: { nodeId: r.node.nodeId, url: r.node.advertiseUrl, status: STATUS[r.nodeStatus] },
+        state: r.sandbox ? stateName(r.sandbox.state) : 'unspecified',
+        ...(r.sandbox?.pauseId ? { pauseId: r.sandbox.pauseId } : {}),
+      };
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw mapped(err, 'LookupNode');
+    }
+  }
+
+  async recordAssignment(sandboxId: string, nodeId: string, reservationId?: string): Promise<void> {
+    await this.call('RecordAssignment', (o) =>
+      this.client.recordAssignment(
+        { sandboxIds: [sandboxId], nodeId, reservationId: reservationId ?? '' },
+        o,
+      ),
+    );
+  }
+
+  async releaseReservation(reservationId: string): Promise<void> {
+    await this.call('ReleaseReservation', (o) => this.client.releaseReservation({ reservationId }, o));
+  }
+
+  async listNodes() {
+    const r = await this.call('ListNodes', (o) => this.client.listNodes({}, o));
+    return r.nodes.map((n) => ({ ref: refOf(n), info: nodeBody(n) }));
+  }
+
+  async getNode(nodeId: string) {
+    try {
+      const r = await this.client.getNode({ nodeId }, { timeoutMs: this.callTimeoutMs });
+      return r.node ? { ref: refOf(r.node), info: nodeBody(r.node) } : undefined;
+    } catch (err) {
+      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      throw mapped(err, 'GetNode');
+    }
+  }
+
+  async sandboxEvents(sandboxId: string): Promise<ClusterEvent[]> {
+    const r = await this.call('ListSandboxEvents', (o) =>
+      this.client.listSandboxEvents({ sandboxId, limit: 1000 }, o),
+    );
+    return r.events.map(eventOf);
+  }
+
+  async *watchEvents(signal: AbortSignal, sandboxId?: string): AsyncIterable<ClusterEvent> {
+    try {
+      for await (const r of this.client.watchEvents({ sandboxId: sandboxId ?? '' }, { signal }))
+        if (r.event) yield eventOf(r.event);
+    } catch (err) {
+      if (signal.aborted) return;
+      throw mapped(err, 'WatchEvents');
+    }
+  }
+}

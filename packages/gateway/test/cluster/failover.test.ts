@@ -1,0 +1,139 @@
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TestCluster } from './cluster.js';
+import { API_KEY } from './nodes.js';
+import { eventually } from './processes.js';
+import { useGateway } from './sdk-env.js';
+
+/** Two sandboxes sharing a node (paused, running) and one elsewhere, among a few creates. */
+async function sandboxesOnOneNode(c: TestCluster) {
+  const made = await Promise.all(Array.from({ length: 4 }, () => Sandbox.create({ timeoutMs: 600_000 })));
+  const where = await c.placementOf();
+  const byNode = new Map<number, Sandbox[]>();
+  for (const s of made)
+    byNode.set(where.get(s.sandboxId)!, [...(byNode.get(where.get(s.sandboxId)!) ?? []), s]);
+  const [x, pair] = [...byNode].find(([, list]) => list.length >= 2)!;
+  const other = made.find((s) => where.get(s.sandboxId) !== x)!;
+  return { x, paused: pair[0]!, running: pair[1]!, other };
+}
+
+describe('node loss and scheduler restarts (Redis store)', () => {
+  let c: TestCluster;
+
+  beforeAll(async () => {
+    c = await TestCluster.start({ nodes: 3, store: 'redis' });
+    useGateway(c.gatewayUrl);
+  });
+
+  afterAll(async () => {
+    // The killed node comes back once so it reclaims what its crash left (processes, namespaces).
+    for (let i = 0; i < 3; i++) if (!c?.nodes[i] && c?.scheduler) await c.startNode(i).catch(() => undefined);
+    await c?.stop();
+  });
+
+  it('resumes a paused sandbox of a SIGKILLed node elsewhere, memory and files intact; its running one is lost', async () => {
+    const { x, paused, running, other } = await sandboxesOnOneNode(c);
+    await paused.files.write('/home/user/keep.txt', 'kept across nodes');
+    await paused.commands.run('sleep 3600', { background: true });
+    const pid = (await paused.commands.run('pgrep -x sleep')).stdout.trim();
+    expect(pid).toMatch(/^\d+$/);
+    await paused.pause();
+
+    // The cluster's event stream, read as a client would, from before the failure.
+    const stream = await fetch(`${c.gatewayUrl}/events`, { headers: { 'x-api-key': API_KEY } });
+    expect(stream.headers.get('content-type')).toBe('text/event-stream');
+    let streamed = '';
+    const reader = stream.body!.pipeThrough(new TextDecoderStream()).getReader();
+    void (async () => {
+      for (let r = await reader.read(); !r.done; r = await reader.read()) streamed += r.value;
+    })().catch(() => undefined);
+
+    await c.stopNode(x, 'SIGKILL');
+    // Its sandboxes answer 502 at once; the others are untouched.
+    const down = await c.api('GET', `/sandboxes/${running.sandboxId}`);
+    expect(down.status).toBe(502);
+    expect(down.json).toMatchObject({ code: 502, message: expect.stringContaining('unreachable') });
+    expect((await c.api('GET', `/sandboxes/${other.sandboxId}`)).status).toBe(200);
+
+    const resumed = await Sandbox.connect(paused.sandboxId);
+    const where = await c.placementOf();
+    expect(where.get(paused.sandboxId)).toBeDefined();
+    expect(where.get(paused.sandboxId)).not.toBe(x);
+    expect(await resumed.files.read('/home/user/keep.txt')).toBe('kept across nodes');
+    expect((await resumed.commands.run('pgrep -x sleep')).stdout.trim()).toBe(pid);
+
+    const lost = await eventually(
+      async () => {
+        const r = await c.api('GET', `/sandboxes/${running.sandboxId}/events`);
+        const events = r.json as unknown as { type: string; reason?: string }[];
+        return Array.isArray(events) && events.find((e) => e.type === 'lost');
+      },
+      30_000,
+      () => `no lost event for ${running.sandboxId}`,
+      250,
+    );
+    expect(lost.reason).toMatch(/node failure/);
+    await eventually(
+      async () => streamed.includes('event: lost') && streamed.includes(running.sandboxId),
+      30_000,
+      () => `the event stream said: ${streamed}`,
+    );
+    await reader.cancel();
+    const info = await c.api('GET', `/sandboxes/${running.sandboxId}`);
+    expect(info.json).toMatchObject({ state: 'lost', reason: expect.stringMatching(/node failure/) });
+    expect((await c.api('POST', `/sandboxes/${running.sandboxId}/connect`, {})).status).toBe(410);
+    await resumed.kill();
+    await other.kill();
+  });
+
+  it('answers 503 while the scheduler is down; with Redis sandboxes are routable again within 5 s of its restart', async () => {
+    const sbx = await Sandbox.create();
+    await c.stopScheduler('SIGKILL');
+    const create = await c.api('POST', '/sandboxes', {});
+    expect(create.status).toBe(503);
+    expect(create.json).toMatchObject({ code: 503, message: expect.stringContaining('scheduler') });
+    expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(503);
+    await c.startScheduler();
+    const t0 = Date.now();
+    await eventually(
+      async () => (await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status === 200,
+      5_000,
+      () => `sandbox ${sbx.sandboxId} not routable after the scheduler restart`,
+      50,
+    );
+    console.log(`Redis store: routable ${Date.now() - t0} ms after the scheduler answered again`);
+    expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');
+    await sbx.kill();
+  });
+});
+
+describe('scheduler restart with the memory store', () => {
+  let c: TestCluster;
+  const HEARTBEAT_MS = 2_000;
+
+  beforeAll(async () => {
+    c = await TestCluster.start({ nodes: 2, store: 'memory' });
+    useGateway(c.gatewayUrl);
+  });
+
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  it('has sandboxes routable again within one heartbeat, from the nodes rosters', async () => {
+    const sbx = await Sandbox.create();
+    await c.stopScheduler('SIGKILL');
+    await c.startScheduler();
+    const t0 = Date.now();
+    // One heartbeat interval, plus a second for the heartbeat itself on a loaded machine.
+    await eventually(
+      async () => (await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status === 200,
+      HEARTBEAT_MS + 1_000,
+      () => `sandbox ${sbx.sandboxId} not routable after the memory scheduler restart`,
+      50,
+    );
+    console.log(`memory store: routable ${Date.now() - t0} ms after the scheduler answered again`);
+    expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');
+    await sbx.kill();
+  });
+});

@@ -1,0 +1,145 @@
+import { NodeStatus, SandboxState } from '@agentenv/protocol/scheduler';
+import { describe, expect, it } from 'vitest';
+import { CacheKeys } from '../../src/cluster/cache-keys.js';
+import { heartbeatRequest, type RosterSource } from '../../src/cluster/report.js';
+import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
+
+const rec = (sandboxId: string, state: string, over: Partial<RosterSource> = {}): RosterSource => ({
+  sandboxId,
+  state,
+  templateId: 'base',
+  cpuCount: 2,
+  memoryMB: 1024,
+  ...over,
+});
+
+describe('heartbeat report', () => {
+  it('counts allocation over sandboxes that hold resources, and lists every sandbox', () => {
+    const hb = heartbeatRequest({
+      identity: {
+        nodeId: 'n1',
+        clusterId: 'c',
+        advertiseUrl: 'http://10.0.0.1:8000',
+        version: '1',
+        bootId: 'b',
+      },
+      draining: false,
+      records: [
+        rec('a', 'running'),
+        rec('b', 'creating'),
+        rec('c', 'paused', { pauseId: 'p' }),
+        rec('d', 'resuming'),
+      ],
+      host: { cpuCount: 4, memoryTotalMib: 8000, memoryAvailableMib: 6000, loadAvg1m: 0.5 },
+      limits: { maxSandboxes: 50, maxConcurrentStarts: 8 },
+      cacheKeys: ['k'],
+    });
+    expect(hb.status).toBe(NodeStatus.READY);
+    expect(hb.load).toEqual({
+      allocatedCpu: 6,
+      allocatedMemoryMib: 3072,
+      memoryUsedMib: 2000,
+      memoryFreeMib: 6000,
+      startsInFlight: 2,
+      runningCount: 1,
+      pausedCount: 1,
+      cpuLoad1m: 0.5,
+    });
+    expect(hb.capacity).toEqual({
+      cpuCount: 4,
+      memoryTotalMib: 8000,
+      maxSandboxes: 50,
+      maxConcurrentStarts: 8,
+    });
+    expect(hb.sandboxes?.map((s) => [s.sandboxId, s.state, s.pauseId])).toEqual([
+      ['a', SandboxState.RUNNING, ''],
+      ['b', SandboxState.CREATING, ''],
+      ['c', SandboxState.PAUSED, 'p'],
+      ['d', SandboxState.RESUMING, ''],
+    ]);
+  });
+});
+
+describe('cache keys', () => {
+  it('names template captures by id and by every name, reading each record once', async () => {
+    const reads: string[] = [];
+    const entries = [{ id: 'snap-1' }, { id: 'tpl-rec' }];
+    const keys = new CacheKeys(
+      { stats: () => ({ entries }) },
+      {
+        getRecord: async (id) => {
+          reads.push(id);
+          return id === 'tpl-rec'
+            ? {
+                labels: { kind: 'template', templateId: 'tid' },
+                meta: { template: { names: ['app', 'app:v1'] } },
+              }
+            : { labels: { kind: 'snapshot' }, meta: {} };
+        },
+      },
+    );
+    expect(await keys.current()).toEqual([
+      'snap-1',
+      'tpl-rec',
+      'template/tid',
+      'template/app',
+      'template/app:v1',
+    ]);
+    entries.pop();
+    expect(await keys.current()).toEqual(['snap-1']);
+    expect(reads).toEqual(['snap-1', 'tpl-rec']);
+  });
+
+  it('an unreadable record counts by its id and is read again later', async () => {
+    let fail = true;
+    const keys = new CacheKeys(
+      { stats: () => ({ entries: [{ id: 'r' }] }) },
+      {
+        getRecord: async () => {
+          if (fail) throw new Error('repository down');
+          return { labels: { kind: 'template', templateId: 't' }, meta: {} };
+        },
+      },
+    );
+    expect(await keys.current()).toEqual(['r']);
+    fail = false;
+    expect(await keys.current()).toEqual(['r', 'template/t']);
+  });
+});
+
+describe('sandbox event log', () => {
+  it('keeps events per sandbox, oldest first, bounded, and tells listeners', () => {
+    const log = new SandboxEventLog('n1', () => new Date(0));
+    const seen: string[] = [];
+    const off = log.onEvent((e) => seen.push(e.type));
+    log.record({ type: 'created', sandboxId: 's' });
+    log.record({ type: 'paused', sandboxId: 's', reason: 'ttl' });
+    off();
+    for (let i = 0; i < 150; i++) log.record({ type: 'resumed', sandboxId: 's' });
+    expect(seen).toEqual(['created', 'paused']);
+    expect(log.list('s')).toHaveLength(100);
+    expect(log.list('s')![0]).toEqual({
+      type: 'resumed',
+      sandboxID: 's',
+      nodeID: 'n1',
+      reason: '',
+      details: {},
+      timestamp: '1970-01-01T00:00:00.000Z',
+    });
+    expect(log.list('other')).toBeUndefined();
+  });
+
+  it('joins the metrics observer and the log into one orchestrator observer', () => {
+    const log = new SandboxEventLog('n1');
+    const calls: string[] = [];
+    const o = log.observing({
+      stage: (n) => calls.push(`stage ${n}`),
+      failed: (n) => calls.push(`failed ${n}`),
+    });
+    o.stage('create', 1);
+    o.failed('pause');
+    o.event?.({ type: 'killed', sandboxId: 'x' });
+    expect(calls).toEqual(['stage create', 'failed pause']);
+    expect(log.list('x')?.map((e) => e.type)).toEqual(['killed']);
+  });
+});

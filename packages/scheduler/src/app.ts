@@ -1,0 +1,117 @@
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { SchedulerService } from '@agentenv/protocol/scheduler';
+import type { Logger } from 'pino';
+import { ChunkPeers } from './chunk-peers.js';
+import { systemClock, type Clock } from './clock.js';
+import { EventLog } from './events.js';
+import { FailureDetector } from './failures.js';
+import { listen, type Handler, type Listener } from './listener.js';
+import { Membership } from './membership.js';
+import { SchedulerMetrics } from './metrics.js';
+import { Placements } from './placements.js';
+import { apiKeyInterceptor, requestContext } from './rpc/auth.js';
+import { schedulerService } from './rpc/service.js';
+import type { SchedulerSettings } from './settings.js';
+import type { SchedulerStore } from './store/store.js';
+
+export interface SchedulerAppOptions {
+  host: string;
+  port: number;
+  metrics?: { host: string; port: number };
+  apiKey: string;
+  store: SchedulerStore;
+  settings: SchedulerSettings;
+  logger: Logger;
+  clock?: Clock;
+}
+
+/** What /health and /metrics use of a response, under either HTTP version. */
+interface PlainResponse {
+  writeHead(status: number, headers: Record<string, string>): unknown;
+  end(body: string): unknown;
+}
+
+export interface SchedulerApp {
+  port: number;
+  metricsPort?: number;
+  close(): Promise<void>;
+}
+
+/** Wires the domain services, the Connect handler, /metrics and /health, and the failure sweep. */
+export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerApp> {
+  const clock = o.clock ?? systemClock;
+  const metrics = new SchedulerMetrics();
+  const membership = new Membership(o.store, clock, o.settings);
+  const placements = new Placements(o.store, clock, o.settings, membership, metrics);
+  const events = new EventLog(o.store, clock);
+  const failures = new FailureDetector(o.store, clock, o.settings, membership, events);
+
+  const send = (res: PlainResponse, status: number, type: string, body: string) => {
+    res.writeHead(status, { 'content-type': type });
+    res.end(body);
+  };
+  const fail = (res: PlainResponse, status: number, message: string) =>
+    send(res, status, 'application/json', JSON.stringify({ code: status, message }));
+  const plainHandler = (req: { method?: string; url?: string }, res: PlainResponse) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/health') return send(res, 204, 'text/plain', '');
+    if (req.method !== 'GET' || path !== '/metrics')
+      return fail(res, 404, `no route for ${req.method} ${path}`);
+    membership
+      .views()
+      .then((views) => metrics.render(views, clock.now()))
+      .then((text) => send(res, 200, metrics.registry.contentType, text))
+      .catch((err: Error) => fail(res, 503, `metrics unavailable: ${err.message}`));
+  };
+  const plain = plainHandler as unknown as Handler;
+
+  const rpc = connectNodeAdapter({
+    routes: (router) =>
+      router.service(
+        SchedulerService,
+        schedulerService({
+          store: o.store,
+          membership,
+          placements,
+          events,
+          chunkPeers: new ChunkPeers(o.store, membership),
+          heartbeatIntervalMs: o.settings.heartbeatIntervalMs,
+          onHeartbeat: (_nodeId, ok) => metrics.heartbeat(ok),
+        }),
+      ),
+    interceptors: [apiKeyInterceptor(o.apiKey)],
+    contextValues: requestContext,
+    fallback: plain,
+  });
+
+  const main = await listen(o.host, o.port, rpc);
+  let side: Listener | undefined;
+  try {
+    if (o.metrics) side = await listen(o.metrics.host, o.metrics.port, plain);
+  } catch (err) {
+    await main.close();
+    throw err;
+  }
+
+  // Half an interval, so a silent node is acted on within its third missed heartbeat.
+  const sweep = setInterval(() => {
+    failures
+      .sweep()
+      .then((reports) => {
+        for (const r of reports)
+          o.logger.warn(r, 'node stopped heartbeating: its running sandboxes are lost');
+      })
+      .catch((err: unknown) => o.logger.error({ err }, 'failure sweep failed'));
+  }, o.settings.heartbeatIntervalMs / 2);
+  sweep.unref();
+
+  return {
+    port: main.port,
+    ...(side ? { metricsPort: side.port } : {}),
+    close: async () => {
+      clearInterval(sweep);
+      await side?.close();
+      await main.close();
+    },
+  };
+}

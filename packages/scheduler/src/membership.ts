@@ -1,0 +1,214 @@
+import { createHash } from 'node:crypto';
+import type { Clock } from './clock.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
+import { nodeStatus } from './health.js';
+import {
+  NO_RESERVATION,
+  reservedByNode,
+  type NodeCapacity,
+  type NodeLoad,
+  type NodeRecord,
+  type NodeStatus,
+  type P2pEndpoint,
+  type Reserved,
+  type RosterEntry,
+} from './model.js';
+import { reconcileRoster } from './roster.js';
+import type { SchedulerSettings } from './settings.js';
+import type { SchedulerStore } from './store/store.js';
+
+/** What a node reports every interval. */
+export interface HeartbeatInput {
+  nodeId: string;
+  advertiseUrl: string;
+  version: string;
+  clusterId: string;
+  bootId: string;
+  status: 'ready' | 'draining';
+  capacity: NodeCapacity;
+  load: NodeLoad;
+  roster: RosterEntry[];
+  cacheKeys: string[];
+  chunkKeys: string[];
+  p2p?: P2pEndpoint;
+}
+
+/** A node with its health now and what is reserved on it. */
+export interface NodeView {
+  node: NodeRecord;
+  status: NodeStatus;
+  reserved: Reserved;
+  expected: boolean;
+}
+
+const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const MAX_ROSTER = 10_000;
+const MAX_CACHE_KEYS = 4096;
+/** Chunk keys indexed per node; a longer list is cut (the node's own bound should be lower). */
+export const MAX_CHUNK_KEYS = 4096;
+const MAX_KEY_LENGTH = 256;
+
+/**
+ * Nodes join by heartbeating and are known from then on. A heartbeat replaces the node's record
+ * and roster and brings the sandbox bindings in line with the roster.
+ */
+export class Membership {
+  private readonly expected: Map<string, string | undefined>;
+
+  constructor(
+    private readonly store: SchedulerStore,
+    private readonly clock: Clock,
+    private readonly settings: SchedulerSettings,
+  ) {
+    this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
+  }
+
+  async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
+    checkHeartbeat(hb);
+    if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
+      throw new DomainError(
+        'unauthorized',
+        `node ${hb.nodeId} is not in this scheduler's list of expected nodes`,
+      );
+    const now = this.clock.now();
+    const chunkKeys = hb.chunkKeys.slice(0, MAX_CHUNK_KEYS);
+    const record: NodeRecord = {
+      nodeId: hb.nodeId,
+      advertiseUrl: hb.advertiseUrl,
+      version: hb.version,
+      clusterId: hb.clusterId,
+      bootId: hb.bootId,
+      reported: hb.status,
+      capacity: hb.capacity,
+      load: hb.load,
+      cacheKeys: hb.cacheKeys,
+      chunkDigest: digest(chunkKeys),
+      ...(hb.p2p ? { p2p: hb.p2p } : {}),
+      lastHeartbeatMs: now,
+    };
+    const previous = await this.store.getNode(hb.nodeId);
+    const current = await this.store.getBindings(hb.roster.map((e) => e.sandboxId));
+    for (const b of await this.store.nodeBindings(hb.nodeId)) current.set(b.sandboxId, b);
+    const changes = reconcileRoster(hb.nodeId, hb.roster, current, {
+      now,
+      assignmentGraceMs: 2 * this.settings.heartbeatIntervalMs,
+      refreshAfterMs: this.settings.bindingTtlMs / 3,
+    });
+    await this.store.putBindings(changes.put, this.settings.bindingTtlMs);
+    await this.store.deleteBindings(changes.remove, hb.nodeId);
+    if (previous?.chunkDigest !== record.chunkDigest) await this.store.putChunkKeys(hb.nodeId, chunkKeys);
+    await this.store.putNode(record, hb.roster);
+    await this.endReported(hb.nodeId, hb.roster);
+    const drains = await this.store.drains();
+    return { status: nodeStatus(record, drains.get(hb.nodeId), now, this.settings.heartbeatIntervalMs) };
+  }
+
+  /** Assigned reservations whose sandboxes the node's load now counts. */
+  private async endReported(nodeId: string, roster: readonly RosterEntry[]): Promise<void> {
+    const listed = new Set(roster.map((e) => e.sandboxId));
+    for (const r of await this.store.listReservations()) {
+      if (r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)))
+        await this.store.takeReservation(r.id);
+    }
+  }
+
+  /** Drain: no more placements on the node's current boot. */
+  async unregister(nodeId: string): Promise<void> {
+    const node = await this.store.getNode(nodeId);
+    if (!node) throw notFound(`node ${nodeId} is not registered`);
+    await this.store.putDrain(nodeId, node.bootId);
+  }
+
+  /** Every known node (and expected nodes not heard from yet), with its status now. */
+  async views(): Promise<NodeView[]> {
+    const [nodes, drains, reservations] = await Promise.all([
+      this.store.listNodes(),
+      this.store.drains(),
+      this.store.listReservations(),
+    ]);
+    const reserved = reservedByNode(reservations);
+    const now = this.clock.now();
+    const views = nodes.map((node) => ({
+      node,
+      status: nodeStatus(node, drains.get(node.nodeId), now, this.settings.heartbeatIntervalMs),
+      reserved: reserved.get(node.nodeId) ?? NO_RESERVATION,
+      expected: this.expected.has(node.nodeId),
+    }));
+    const known = new Set(nodes.map((n) => n.nodeId));
+    for (const [nodeId, advertiseUrl] of this.expected) {
+      if (!known.has(nodeId))
+        views.push({
+          node: placeholder(nodeId, advertiseUrl),
+          status: 'connecting',
+          reserved: NO_RESERVATION,
+          expected: true,
+        });
+    }
+    return views.sort((a, b) => a.node.nodeId.localeCompare(b.node.nodeId));
+  }
+
+  async view(nodeId: string): Promise<NodeView> {
+    const v = (await this.views()).find((x) => x.node.nodeId === nodeId);
+    if (!v) throw notFound(`node ${nodeId} is not registered`);
+    return v;
+  }
+}
+
+export function digest(keys: readonly string[]): string {
+  return createHash('sha256')
+    .update([...keys].sort().join('\n'))
+    .digest('hex')
+    .slice(0, 16);
+}
+
+function placeholder(nodeId: string, advertiseUrl = ''): NodeRecord {
+  const zero = {
+    allocatedCpu: 0,
+    allocatedMemoryMib: 0,
+    memoryUsedMib: 0,
+    memoryFreeMib: 0,
+    startsInFlight: 0,
+    runningCount: 0,
+    pausedCount: 0,
+    cpuLoad1m: 0,
+  };
+  return {
+    nodeId,
+    advertiseUrl,
+    version: '',
+    clusterId: '',
+    bootId: '',
+    reported: 'ready',
+    capacity: { cpuCount: 0, memoryTotalMib: 0, maxSandboxes: 0, maxConcurrentStarts: 0 },
+    load: zero,
+    cacheKeys: [],
+    chunkDigest: digest([]),
+  };
+}
+
+function checkHeartbeat(hb: HeartbeatInput): void {
+  if (!NODE_ID.test(hb.nodeId))
+    throw invalid(`invalid node_id '${hb.nodeId.slice(0, 64)}': letters, digits, '.', '_', '-', at most 128`);
+  let url: URL;
+  try {
+    url = new URL(hb.advertiseUrl);
+  } catch {
+    throw invalid(`invalid advertise_url '${hb.advertiseUrl.slice(0, 200)}': not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw invalid('invalid advertise_url: must be http or https');
+  if (!hb.bootId) throw invalid('invalid boot_id: required');
+  const c = hb.capacity;
+  if (!(c.cpuCount > 0 && c.memoryTotalMib > 0 && c.maxSandboxes > 0 && c.maxConcurrentStarts > 0))
+    throw invalid(
+      'invalid capacity: cpu_count, memory_total_mib, max_sandboxes and max_concurrent_starts must be > 0',
+    );
+  if (hb.roster.length > MAX_ROSTER) throw invalid(`invalid sandboxes: at most ${MAX_ROSTER} entries`);
+  if (hb.cacheKeys.length > MAX_CACHE_KEYS) throw invalid(`invalid cache_keys: at most ${MAX_CACHE_KEYS}`);
+  const long = [...hb.cacheKeys, ...hb.chunkKeys].find((k) => k.length === 0 || k.length > MAX_KEY_LENGTH);
+  if (long !== undefined)
+    throw invalid(`invalid key '${long.slice(0, 64)}': 1 to ${MAX_KEY_LENGTH} characters`);
+  for (const e of hb.roster)
+    if (!e.sandboxId || e.sandboxId.length > MAX_KEY_LENGTH)
+      throw invalid('invalid sandboxes: every entry needs a sandbox_id');
+}

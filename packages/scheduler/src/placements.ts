@@ -1,0 +1,214 @@
+import { randomBytes } from 'node:crypto';
+import type { Clock } from './clock.js';
+import { invalid, notFound, DomainError } from '@agentenv/common';
+import { nodeStatus } from './health.js';
+import type { Membership } from './membership.js';
+import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
+import type { PlacementRequest } from './placement/candidate.js';
+import { place } from './placement/place.js';
+import type { SchedulerSettings } from './settings.js';
+import type { SchedulerStore } from './store/store.js';
+
+export interface ScheduleInput {
+  kind: PlacementKind;
+  templateId?: string;
+  snapshotId?: string;
+  pauseId?: string;
+  cacheKeys: string[];
+  resources?: Resources;
+  sandboxId?: string;
+  preferNodeId?: string;
+  excludeNodeIds: string[];
+  count: number;
+}
+
+export interface Placed {
+  nodeId: string;
+  advertiseUrl: string;
+  reservationId: string;
+  expiresMs: number;
+  localityHit: boolean;
+}
+
+export interface AssignmentInput {
+  reservationId?: string;
+  nodeId: string;
+  sandboxIds: string[];
+  templateId?: string;
+  resources?: Resources;
+}
+
+export interface Located {
+  nodeId: string;
+  advertiseUrl: string;
+  nodeStatus: NodeStatus;
+  binding: Binding;
+}
+
+export type PlacementOutcome = 'placed' | 'capacity' | 'unavailable';
+
+/** Told about every placement decision (the metrics module counts them). */
+export interface PlacementObserver {
+  placement(kind: PlacementKind, outcome: PlacementOutcome, localityHit: boolean): void;
+}
+
+const MAX_COUNT = 1024;
+/** Heartbeat intervals an assigned reservation waits for the node's roster to list its sandboxes. */
+export const REPORT_GRACE_INTERVALS = 3;
+/** Seconds a client should wait after `capacity`: about one start's time. */
+const RETRY_AFTER_SECS = 1;
+
+/** The cache key a template's captured ready state is advertised under (see the node agent). */
+export const templateCacheKey = (templateId: string) => `template/${templateId}`;
+
+/**
+ * Placement with reservations: Schedule decides on the nodes' last reports plus everything
+ * reserved and not yet assigned, and reserves its choice before answering, so a burst of
+ * Schedule calls spreads instead of landing on the node that looked emptiest. Replicas sharing a
+ * store decide independently, so two of them may pick one node for concurrent calls; the
+ * reservations they write still hold for every later decision.
+ */
+export class Placements {
+  /** Decisions in this process one at a time: each sees the reservations of the one before. */
+  private decided: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly store: SchedulerStore,
+    private readonly clock: Clock,
+    private readonly settings: SchedulerSettings,
+    private readonly membership: Membership,
+    private readonly observer?: PlacementObserver,
+    private readonly random: () => number = Math.random,
+  ) {}
+
+  async schedule(input: ScheduleInput): Promise<Placed> {
+    const count = input.count || 1;
+    if (!Number.isInteger(count) || count < 1 || count > MAX_COUNT)
+      throw invalid(`invalid count: 1 to ${MAX_COUNT}`);
+    const resources =
+      input.resources?.cpuCount && input.resources.memoryMib
+        ? input.resources
+        : this.settings.defaultResources;
+    let preferNodeId = input.preferNodeId;
+    let pauseId = input.pauseId;
+    if (input.kind === 'resume' && input.sandboxId) {
+      const bound = (await this.store.getBindings([input.sandboxId])).get(input.sandboxId);
+      preferNodeId ??= bound?.nodeId;
+      pauseId ??= bound?.pauseId;
+    }
+    const keys = new Set(input.cacheKeys);
+    if (input.templateId) keys.add(templateCacheKey(input.templateId));
+    if (input.snapshotId) keys.add(input.snapshotId);
+    if (pauseId) keys.add(pauseId);
+    const req: PlacementRequest = {
+      resources,
+      count,
+      cacheKeys: [...keys],
+      ...(preferNodeId ? { preferNodeId } : {}),
+      excludeNodeIds: input.excludeNodeIds,
+    };
+    const turn = this.decided.then(() => this.decide(input.kind, req));
+    this.decided = turn.catch(() => undefined);
+    return turn;
+  }
+
+  private async decide(kind: PlacementKind, req: PlacementRequest): Promise<Placed> {
+    const { resources, count } = req;
+    const views = await this.membership.views();
+    const result = place(views, req, this.settings.policy, this.random);
+    if (!result.ok) {
+      this.observer?.placement(kind, result.kind, false);
+      throw new DomainError(
+        result.kind,
+        result.message,
+        result.kind === 'capacity' ? RETRY_AFTER_SECS : undefined,
+      );
+    }
+    const now = this.clock.now();
+    const reservation = {
+      id: `rsv_${randomBytes(9).toString('hex')}`,
+      nodeId: result.nodeId,
+      resources,
+      count,
+      createdMs: now,
+      expiresMs: now + this.settings.reservationTtlMs,
+    };
+    await this.store.putReservation(reservation);
+    this.observer?.placement(kind, 'placed', result.localityHit);
+    const node = views.find((v) => v.node.nodeId === result.nodeId)!.node;
+    return {
+      nodeId: node.nodeId,
+      advertiseUrl: node.advertiseUrl,
+      reservationId: reservation.id,
+      expiresMs: reservation.expiresMs,
+      localityHit: result.localityHit,
+    };
+  }
+
+  /**
+   * Binds started sandboxes to their node (until its roster takes over); the reservation ends
+   * when the node's roster lists them.
+   */
+  async recordAssignment(a: AssignmentInput): Promise<void> {
+    if (a.sandboxIds.length === 0 || a.sandboxIds.length > MAX_COUNT)
+      throw invalid(`invalid sandbox_ids: 1 to ${MAX_COUNT}`);
+    if (a.sandboxIds.some((id) => !id || id.length > 256))
+      throw invalid('invalid sandbox_ids: empty or too long');
+    if (!(await this.store.getNode(a.nodeId))) throw notFound(`node ${a.nodeId} is not registered`);
+    const reservation = a.reservationId ? await this.store.takeReservation(a.reservationId) : undefined;
+    const resources = a.resources?.cpuCount
+      ? a.resources
+      : (reservation?.resources ?? this.settings.defaultResources);
+    const now = this.clock.now();
+    if (reservation) {
+      // Held until the node's next rosters list the sandboxes (membership ends it then).
+      const expiresMs = Math.min(
+        reservation.expiresMs,
+        now + REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs,
+      );
+      await this.store.putReservation({
+        ...reservation,
+        nodeId: a.nodeId,
+        sandboxIds: a.sandboxIds,
+        expiresMs,
+      });
+    }
+    const bindings: Binding[] = a.sandboxIds.map((sandboxId) => ({
+      sandboxId,
+      nodeId: a.nodeId,
+      state: 'running',
+      templateId: a.templateId ?? '',
+      cpuCount: resources.cpuCount,
+      memoryMib: resources.memoryMib,
+      source: 'assignment',
+      updatedMs: now,
+    }));
+    await this.store.putBindings(bindings, this.settings.bindingTtlMs);
+  }
+
+  /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */
+  async release(reservationId: string): Promise<void> {
+    if (!reservationId) throw invalid('invalid reservation_id: required');
+    await this.store.takeReservation(reservationId);
+  }
+
+  async lookup(sandboxId: string): Promise<Located> {
+    if (!sandboxId) throw invalid('invalid sandbox_id: required');
+    const binding = (await this.store.getBindings([sandboxId])).get(sandboxId);
+    if (!binding) throw notFound(`sandbox ${sandboxId} is not known to the scheduler`);
+    const [node, drains] = await Promise.all([this.store.getNode(binding.nodeId), this.store.drains()]);
+    if (!node)
+      throw notFound(`sandbox ${sandboxId} is bound to node ${binding.nodeId}, which is not registered`);
+    return {
+      nodeId: node.nodeId,
+      advertiseUrl: node.advertiseUrl,
+      nodeStatus: nodeStatus(
+        node,
+        drains.get(node.nodeId),
+        this.clock.now(),
+        this.settings.heartbeatIntervalMs,
+      ),
+      binding,
+    };
+  }
+}

@@ -1,0 +1,75 @@
+import type { Binding, RosterEntry } from './model.js';
+
+export interface RosterTiming {
+  now: number;
+  /**
+   * An assignment younger than this survives a roster that lacks it: the heartbeat may have
+   * been built before the start finished.
+   */
+  assignmentGraceMs: number;
+  /** A binding unchanged for this long is written again so that it does not expire. */
+  refreshAfterMs: number;
+}
+
+export interface RosterChanges {
+  put: Binding[];
+  remove: string[];
+}
+
+/** States in which a sandbox is not using its node (its state is in the shared repository). */
+const atRest = (b: Binding) => b.state === 'paused' || b.state === 'lost';
+
+/**
+ * Bindings to write and drop after a node's heartbeat, given the bindings now stored for the
+ * roster's sandboxes and for those bound to the node. The roster is the source of truth for the
+ * node's own sandboxes, with one exception: a paused entry does not take a sandbox back from
+ * another node that runs it (the sandbox was resumed there and this node has not noticed yet),
+ * and sandboxes reported lost stay so until their binding expires.
+ */
+export function reconcileRoster(
+  nodeId: string,
+  roster: readonly RosterEntry[],
+  current: ReadonlyMap<string, Binding>,
+  t: RosterTiming,
+): RosterChanges {
+  const put: Binding[] = [];
+  const listed = new Set<string>();
+  for (const e of roster) {
+    listed.add(e.sandboxId);
+    const b = current.get(e.sandboxId);
+    if (b && b.nodeId !== nodeId && !atRest(b) && e.state === 'paused') continue;
+    const next: Binding = {
+      sandboxId: e.sandboxId,
+      nodeId,
+      state: e.state,
+      templateId: e.templateId,
+      ...(e.pauseId ? { pauseId: e.pauseId } : {}),
+      cpuCount: e.cpuCount,
+      memoryMib: e.memoryMib,
+      source: 'roster',
+      updatedMs: t.now,
+    };
+    if (!b || changed(b, next) || t.now - b.updatedMs >= t.refreshAfterMs) put.push(next);
+  }
+  const remove: string[] = [];
+  for (const b of current.values()) {
+    if (b.nodeId !== nodeId || listed.has(b.sandboxId)) continue;
+    if (b.source === 'assignment' && t.now - b.updatedMs < t.assignmentGraceMs) continue;
+    // A lost sandbox stays visible as lost until its binding expires.
+    if (b.state === 'lost') continue;
+    remove.push(b.sandboxId);
+  }
+  return { put, remove };
+}
+
+function changed(a: Binding, b: Binding): boolean {
+  return (
+    a.nodeId !== b.nodeId ||
+    a.state !== b.state ||
+    a.pauseId !== b.pauseId ||
+    a.templateId !== b.templateId ||
+    a.source !== b.source ||
+    a.cpuCount !== b.cpuCount ||
+    a.memoryMib !== b.memoryMib
+  );
+}

@@ -1,0 +1,59 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+import { DomainError, type DomainErrorKind } from '@agentenv/common';
+
+/** The one place domain errors become Connect errors (and gRPC statuses). */
+export const CONNECT_CODE: Readonly<Record<DomainErrorKind, Code>> = {
+  invalid: Code.InvalidArgument,
+  unauthorized: Code.Unauthenticated,
+  not_found: Code.NotFound,
+  conflict: Code.FailedPrecondition,
+  gone: Code.NotFound,
+  too_large: Code.InvalidArgument,
+  capacity: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
+  bad_gateway: Code.Unavailable,
+  timeout: Code.DeadlineExceeded,
+  internal: Code.Internal,
+};
+
+/** The kind a client sees for each code; transport failures and the rest count as unavailable. */
+const KIND_OF_CODE: ReadonlyMap<Code, DomainErrorKind> = new Map([
+  [Code.InvalidArgument, 'invalid'],
+  [Code.Unauthenticated, 'unauthorized'],
+  [Code.NotFound, 'not_found'],
+  [Code.FailedPrecondition, 'conflict'],
+  [Code.ResourceExhausted, 'capacity'],
+  [Code.DeadlineExceeded, 'timeout'],
+  [Code.Internal, 'internal'],
+]);
+
+/** Response header carrying the seconds to wait before retrying a `capacity` refusal. */
+export const RETRY_AFTER_HEADER = 'retry-after';
+
+export function toConnectError(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (err instanceof DomainError) {
+    const metadata = new Headers();
+    if (err.retryAfter) metadata.set(RETRY_AFTER_HEADER, String(err.retryAfter));
+    return new ConnectError(err.message, CONNECT_CODE[err.kind], metadata);
+  }
+  return new ConnectError('internal error', Code.Internal);
+}
+
+/**
+ * The reverse, for the scheduler's clients (the node agent, the gateway): the domain kind of a
+ * failed call, its message and retry-after, so they answer with the status the kind has.
+ */
+export function fromConnectError(err: unknown): {
+  kind: DomainErrorKind;
+  message: string;
+  retryAfter?: number;
+} {
+  const ce = ConnectError.from(err);
+  const retry = Number(ce.metadata.get(RETRY_AFTER_HEADER));
+  return {
+    kind: KIND_OF_CODE.get(ce.code) ?? 'unavailable',
+    message: ce.rawMessage,
+    ...(retry > 0 ? { retryAfter: retry } : {}),
+  };
+}

@@ -1,0 +1,37 @@
+import { DEFAULT_POLICY, type PlacementPolicy } from './placement/policy.js';
+import type { Resources } from './model.js';
+
+export interface ExpectedNode {
+  nodeId: string;
+  advertiseUrl?: string;
+}
+
+/** How the scheduler behaves; `config.ts` fills it from the environment. */
+export interface SchedulerSettings {
+  /** How often nodes heartbeat; three missed intervals make a node unhealthy. */
+  heartbeatIntervalMs: number;
+  /** A reservation not assigned or released within this is given back. */
+  reservationTtlMs: number;
+  /** A binding not refreshed (by a roster or an assignment) within this is forgotten. */
+  bindingTtlMs: number;
+  /** How long a sandbox of a failed node is reported lost. */
+  lostRetentionMs: number;
+  /** How long a paused sandbox of a failed node stays bound to it (lookups say where it was). */
+  pausedRetentionMs: number;
+  /** When not empty, only these nodes may join. */
+  expectedNodes: ExpectedNode[];
+  /** Resources assumed for a placement that names none (the node's template defaults). */
+  defaultResources: Resources;
+  policy: PlacementPolicy;
+}
+
+export const DEFAULT_SETTINGS: SchedulerSettings = Object.freeze({
+  heartbeatIntervalMs: 2000,
+  reservationTtlMs: 60_000,
+  bindingTtlMs: 60_000,
+  lostRetentionMs: 3600_000,
+  pausedRetentionMs: 24 * 3600_000,
+  expectedNodes: [],
+  defaultResources: { cpuCount: 2, memoryMib: 1024 },
+  policy: DEFAULT_POLICY,
+});

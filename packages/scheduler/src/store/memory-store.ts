@@ -1,0 +1,170 @@
+import { EventEmitter } from 'node:events';
+import type { Clock } from '../clock.js';
+import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
+import { DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
+
+/** Sandboxes whose events are kept; the least recently written go first. */
+const MAX_EVENT_SANDBOXES = 10_000;
+
+interface Expiring<T> {
+  value: T;
+  expiresMs: number;
+}
+
+/**
+ * State in this process only: one scheduler replica, rebuilt from the nodes' next heartbeats
+ * (rosters carry every binding) after a restart. Expiry is checked against the injected clock.
+ */
+export class MemoryStore implements SchedulerStore {
+  private readonly nodes = new Map<string, { node: NodeRecord; roster: RosterEntry[] }>();
+  private readonly chunkKeys = new Map<string, string[]>();
+  private readonly drainMarks = new Map<string, string>();
+  private readonly bindings = new Map<string, Expiring<Binding>>();
+  private readonly byNode = new Map<string, Set<string>>();
+  private readonly reservations = new Map<string, Reservation>();
+  private readonly events = new Map<string, Expiring<SandboxEvent[]>>();
+  private readonly claims = new Map<string, number>();
+  private readonly bus = new EventEmitter().setMaxListeners(0);
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly retention: EventRetention = DEFAULT_EVENT_RETENTION,
+  ) {}
+
+  async putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void> {
+    this.nodes.set(node.nodeId, { node: structuredClone(node), roster: structuredClone([...roster]) });
+  }
+
+  async getNode(nodeId: string): Promise<NodeRecord | undefined> {
+    const n = this.nodes.get(nodeId);
+    return n && structuredClone(n.node);
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    return [...this.nodes.values()].map((n) => structuredClone(n.node));
+  }
+
+  async getRoster(nodeId: string): Promise<RosterEntry[]> {
+    return structuredClone(this.nodes.get(nodeId)?.roster ?? []);
+  }
+
+  async putChunkKeys(nodeId: string, keys: readonly string[]): Promise<void> {
+    this.chunkKeys.set(nodeId, [...keys]);
+  }
+
+  async getChunkKeys(nodeId: string): Promise<string[]> {
+    return [...(this.chunkKeys.get(nodeId) ?? [])];
+  }
+
+  async putDrain(nodeId: string, bootId: string): Promise<void> {
+    this.drainMarks.set(nodeId, bootId);
+  }
+
+  async drains(): Promise<Map<string, string>> {
+    return new Map(this.drainMarks);
+  }
+
+  private binding(id: string): Binding | undefined {
+    const b = this.bindings.get(id);
+    if (!b) return undefined;
+    if (b.expiresMs > this.clock.now()) return b.value;
+    this.bindings.delete(id);
+    this.byNode.get(b.value.nodeId)?.delete(id);
+    return undefined;
+  }
+
+  async getBindings(sandboxIds: readonly string[]): Promise<Map<string, Binding>> {
+    const out = new Map<string, Binding>();
+    for (const id of sandboxIds) {
+      const b = this.binding(id);
+      if (b) out.set(id, structuredClone(b));
+    }
+    return out;
+  }
+
+  async nodeBindings(nodeId: string): Promise<Binding[]> {
+    const out: Binding[] = [];
+    for (const id of [...(this.byNode.get(nodeId) ?? [])]) {
+      const b = this.binding(id);
+      if (b?.nodeId === nodeId) out.push(structuredClone(b));
+      else this.byNode.get(nodeId)?.delete(id);
+    }
+    return out;
+  }
+
+  async putBindings(bindings: readonly Binding[], ttlMs: number): Promise<void> {
+    const expiresMs = this.clock.now() + ttlMs;
+    for (const b of bindings) {
+      const old = this.bindings.get(b.sandboxId);
+      if (old && old.value.nodeId !== b.nodeId) this.byNode.get(old.value.nodeId)?.delete(b.sandboxId);
+      this.bindings.set(b.sandboxId, { value: structuredClone(b), expiresMs });
+      let set = this.byNode.get(b.nodeId);
+      if (!set) this.byNode.set(b.nodeId, (set = new Set()));
+      set.add(b.sandboxId);
+    }
+  }
+
+  async deleteBindings(sandboxIds: readonly string[], nodeId: string): Promise<void> {
+    for (const id of sandboxIds) {
+      if (this.bindings.get(id)?.value.nodeId !== nodeId) continue;
+      this.bindings.delete(id);
+      this.byNode.get(nodeId)?.delete(id);
+    }
+  }
+
+  async putReservation(r: Reservation): Promise<void> {
+    this.reservations.set(r.id, structuredClone(r));
+  }
+
+  async takeReservation(id: string): Promise<Reservation | undefined> {
+    const r = this.reservations.get(id);
+    this.reservations.delete(id);
+    return r && r.expiresMs > this.clock.now() ? r : undefined;
+  }
+
+  async listReservations(): Promise<Reservation[]> {
+    const now = this.clock.now();
+    const out: Reservation[] = [];
+    for (const [id, r] of this.reservations) {
+      if (r.expiresMs > now) out.push(structuredClone(r));
+      else this.reservations.delete(id);
+    }
+    return out;
+  }
+
+  async appendEvent(e: SandboxEvent): Promise<void> {
+    const now = this.clock.now();
+    const cur = this.events.get(e.sandboxId);
+    const list = cur && cur.expiresMs > now ? cur.value : [];
+    list.push(structuredClone(e));
+    if (list.length > this.retention.perSandbox) list.splice(0, list.length - this.retention.perSandbox);
+    // Re-inserted so the map's order is least recently written first.
+    this.events.delete(e.sandboxId);
+    this.events.set(e.sandboxId, { value: list, expiresMs: now + this.retention.ttlMs });
+    while (this.events.size > MAX_EVENT_SANDBOXES) this.events.delete(this.events.keys().next().value!);
+    this.bus.emit('event', structuredClone(e));
+  }
+
+  async listEvents(sandboxId: string, limit: number): Promise<SandboxEvent[]> {
+    const cur = this.events.get(sandboxId);
+    if (!cur || cur.expiresMs <= this.clock.now()) return [];
+    return structuredClone(cur.value.slice(-limit));
+  }
+
+  subscribeEvents(listener: (e: SandboxEvent) => void): () => void {
+    this.bus.on('event', listener);
+    return () => void this.bus.off('event', listener);
+  }
+
+  async claimOnce(key: string, ttlMs: number): Promise<boolean> {
+    const now = this.clock.now();
+    for (const [k, exp] of this.claims) if (exp <= now) this.claims.delete(k);
+    if (this.claims.has(key)) return false;
+    this.claims.set(key, now + ttlMs);
+    return true;
+  }
+
+  async close(): Promise<void> {
+    this.bus.removeAllListeners();
+  }
+}

@@ -1,0 +1,58 @@
+import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
+
+/**
+ * Everything the scheduler keeps. One implementation per file: `memory-store.ts` (one replica;
+ * rebuilt from the next heartbeats after a restart) and `redis-store.ts` (survives restarts and
+ * is shared by replicas). Records are replaced whole, never merged, and each kind of record has
+ * one writer path, so concurrent replicas need no transactions:
+ * heartbeats write nodes, rosters and chunk keys, UnregisterNode writes drains, placements write reservations.
+ */
+export interface SchedulerStore {
+  putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void>;
+  getNode(nodeId: string): Promise<NodeRecord | undefined>;
+  listNodes(): Promise<NodeRecord[]>;
+  getRoster(nodeId: string): Promise<RosterEntry[]>;
+  /** The chunk keys a node advertised for peer-to-peer fetches (kept apart: they are many). */
+  putChunkKeys(nodeId: string, keys: readonly string[]): Promise<void>;
+  getChunkKeys(nodeId: string): Promise<string[]>;
+
+  /** Drain marks: node id → the boot id that was drained. */
+  putDrain(nodeId: string, bootId: string): Promise<void>;
+  drains(): Promise<Map<string, string>>;
+
+  getBindings(sandboxIds: readonly string[]): Promise<Map<string, Binding>>;
+  /** Bindings whose node is `nodeId` (as far as the node's index knows). */
+  nodeBindings(nodeId: string): Promise<Binding[]>;
+  /** Writes bindings; each expires `ttlMs` after this write unless written again. */
+  putBindings(bindings: readonly Binding[], ttlMs: number): Promise<void>;
+  /** Drops the bindings that still point at `nodeId`. */
+  deleteBindings(sandboxIds: readonly string[], nodeId: string): Promise<void>;
+
+  putReservation(r: Reservation): Promise<void>;
+  /** Removes and returns a reservation (undefined when unknown or expired). */
+  takeReservation(id: string): Promise<Reservation | undefined>;
+  /** Reservations not yet expired. */
+  listReservations(): Promise<Reservation[]>;
+
+  /** Stores an event (bounded per sandbox) and publishes it to every subscriber, on all replicas. */
+  appendEvent(e: SandboxEvent): Promise<void>;
+  /** The newest `limit` events of a sandbox, oldest first. */
+  listEvents(sandboxId: string, limit: number): Promise<SandboxEvent[]>;
+  subscribeEvents(listener: (e: SandboxEvent) => void): () => void;
+
+  /** True for exactly one caller per key (across replicas) until `ttlMs` passes. */
+  claimOnce(key: string, ttlMs: number): Promise<boolean>;
+
+  close(): Promise<void>;
+}
+
+/** Bounds on what the stores keep of events. */
+export interface EventRetention {
+  perSandbox: number;
+  ttlMs: number;
+}
+
+export const DEFAULT_EVENT_RETENTION: EventRetention = Object.freeze({
+  perSandbox: 100,
+  ttlMs: 24 * 3600_000,
+});

@@ -1,0 +1,179 @@
+import { describe, expect, it } from 'vitest';
+import { EventLog } from '../../src/events.js';
+import { FailureDetector } from '../../src/failures.js';
+import { nodeStatus } from '../../src/health.js';
+import { Membership } from '../../src/membership.js';
+import { Placements } from '../../src/placements.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { heartbeat, ManualClock, nodeRecord, running, settings } from './helpers.js';
+
+function setup(s = settings()) {
+  const clock = new ManualClock();
+  const store = new MemoryStore(clock);
+  const membership = new Membership(store, clock, s);
+  const events = new EventLog(store, clock);
+  const failures = new FailureDetector(store, clock, s, membership, events);
+  const placements = new Placements(store, clock, s, membership);
+  return { clock, store, membership, events, failures, placements };
+}
+
+describe('node health', () => {
+  it('is unhealthy after three missed intervals, not before', () => {
+    const n = nodeRecord('a', { lastHeartbeatMs: 0 });
+    expect(nodeStatus(n, undefined, 6000, 2000)).toBe('ready');
+    expect(nodeStatus(n, undefined, 6001, 2000)).toBe('unhealthy');
+    expect(nodeStatus({ ...n, lastHeartbeatMs: undefined }, undefined, 0, 2000)).toBe('connecting');
+  });
+
+  it('a drain holds for the boot it was made for; silence beats draining', () => {
+    const n = nodeRecord('a', { lastHeartbeatMs: 0, bootId: 'b1' });
+    expect(nodeStatus(n, 'b1', 0, 2000)).toBe('draining');
+    expect(nodeStatus({ ...n, bootId: 'b2' }, 'b1', 0, 2000)).toBe('ready');
+    expect(nodeStatus({ ...n, reported: 'draining' }, undefined, 0, 2000)).toBe('draining');
+    expect(nodeStatus(n, 'b1', 10_000, 2000)).toBe('unhealthy');
+  });
+});
+
+describe('membership', () => {
+  it('a first heartbeat registers the node and its roster becomes bindings', async () => {
+    const { membership, placements } = setup();
+    await membership.heartbeat(
+      heartbeat('a', { roster: [running('s1'), running('s2', { state: 'paused', pauseId: 'p2' })] }),
+    );
+    expect((await membership.views()).map((v) => [v.node.nodeId, v.status])).toEqual([['a', 'ready']]);
+    await expect(placements.lookup('s2')).resolves.toMatchObject({
+      nodeId: 'a',
+      binding: { state: 'paused', pauseId: 'p2' },
+    });
+  });
+
+  it('refuses malformed heartbeats with the field named', async () => {
+    const { membership } = setup();
+    await expect(membership.heartbeat(heartbeat('bad id!'))).rejects.toMatchObject({
+      kind: 'invalid',
+      message: /node_id/,
+    });
+    await expect(membership.heartbeat(heartbeat('a', { advertiseUrl: 'ftp://x' }))).rejects.toMatchObject({
+      message: /advertise_url/,
+    });
+    const cap = { ...heartbeat('a').capacity, maxSandboxes: 0 };
+    await expect(membership.heartbeat(heartbeat('a', { capacity: cap }))).rejects.toMatchObject({
+      message: /capacity/,
+    });
+  });
+
+  it('with a static list, only expected nodes join and the others are listed as connecting', async () => {
+    const { membership } = setup(
+      settings({ expectedNodes: [{ nodeId: 'a' }, { nodeId: 'b', advertiseUrl: 'http://b:8000' }] }),
+    );
+    await expect(membership.heartbeat(heartbeat('x'))).rejects.toMatchObject({ kind: 'unauthorized' });
+    await membership.heartbeat(heartbeat('a'));
+    const views = await membership.views();
+    expect(views.map((v) => [v.node.nodeId, v.status, v.expected])).toEqual([
+      ['a', 'ready', true],
+      ['b', 'connecting', true],
+    ]);
+    expect(views[1]!.node.advertiseUrl).toBe('http://b:8000');
+  });
+
+  it('a drained node gets no placements until it restarts with a new boot id', async () => {
+    const { membership, placements } = setup();
+    await membership.heartbeat(heartbeat('a'));
+    await membership.unregister('a');
+    await expect(membership.heartbeat(heartbeat('a'))).resolves.toEqual({ status: 'draining' });
+    await expect(
+      placements.schedule({ kind: 'create', cacheKeys: [], excludeNodeIds: [], count: 1 }),
+    ).rejects.toMatchObject({
+      kind: 'unavailable',
+    });
+    await expect(membership.heartbeat(heartbeat('a', { bootId: 'boot-2' }))).resolves.toEqual({
+      status: 'ready',
+    });
+    await expect(membership.unregister('nope')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  it('a sandbox gone from the roster is unbound; a fresh assignment survives one early roster', async () => {
+    const s = settings();
+    const { membership, placements, clock } = setup(s);
+    await membership.heartbeat(heartbeat('a', { roster: [running('s1')] }));
+    await placements.recordAssignment({ nodeId: 'a', sandboxIds: ['s2'] });
+    await membership.heartbeat(heartbeat('a', { roster: [] }));
+    await expect(placements.lookup('s1')).rejects.toMatchObject({ kind: 'not_found' });
+    await expect(placements.lookup('s2')).resolves.toMatchObject({ nodeId: 'a' });
+    clock.advance(2 * s.heartbeatIntervalMs);
+    await membership.heartbeat(heartbeat('a', { roster: [] }));
+    await expect(placements.lookup('s2')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
+  it('bindings expire without refresh and are refreshed by rosters', async () => {
+    const s = settings({ bindingTtlMs: 9000 });
+    const { membership, placements, clock } = setup(s);
+    await membership.heartbeat(heartbeat('a', { roster: [running('s1')] }));
+    for (let i = 0; i < 10; i++) {
+      clock.advance(2000);
+      await membership.heartbeat(heartbeat('a', { roster: [running('s1')] }));
+    }
+    await expect(placements.lookup('s1')).resolves.toMatchObject({ nodeId: 'a' });
+    await placements.recordAssignment({ nodeId: 'a', sandboxIds: ['s2'] });
+    clock.advance(9001);
+    await expect(placements.lookup('s2')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+});
+
+describe('node failure', () => {
+  it('running sandboxes of a silent node become lost with a node-failure event, once; paused ones stay', async () => {
+    const s = settings();
+    const { membership, placements, failures, events, clock } = setup(s);
+    await membership.heartbeat(
+      heartbeat('a', { roster: [running('r1'), running('p1', { state: 'paused', pauseId: 'pp' })] }),
+    );
+    await membership.heartbeat(heartbeat('b'));
+    clock.advance(3 * s.heartbeatIntervalMs);
+    await membership.heartbeat(heartbeat('b'));
+    expect(await failures.sweep()).toEqual([]);
+    clock.advance(1);
+    await membership.heartbeat(heartbeat('b'));
+    expect(await failures.sweep()).toEqual([{ nodeId: 'a', lost: ['r1'], paused: ['p1'] }]);
+    expect(await failures.sweep()).toEqual([]);
+
+    await expect(placements.lookup('r1')).resolves.toMatchObject({
+      nodeStatus: 'unhealthy',
+      binding: {
+        state: 'lost',
+        lostReason: expect.stringMatching(/^node failure: node a stopped heartbeating/),
+      },
+    });
+    const list = await events.list('r1');
+    expect(list).toHaveLength(1);
+    expect(list[0]).toMatchObject({ type: 'lost', nodeId: 'a', details: { previous_state: 'running' } });
+    expect(list[0]!.reason).toMatch(/node failure/);
+    expect(await events.list('p1')).toEqual([]);
+    await expect(placements.lookup('p1')).resolves.toMatchObject({
+      nodeStatus: 'unhealthy',
+      binding: { state: 'paused' },
+    });
+
+    // No placements on it; resumes of its paused sandbox go elsewhere.
+    const p = await placements.schedule({
+      kind: 'resume',
+      sandboxId: 'p1',
+      cacheKeys: [],
+      excludeNodeIds: [],
+      count: 1,
+    });
+    expect(p.nodeId).toBe('b');
+  });
+
+  it('a lost sandbox stays lost when its node comes back without it', async () => {
+    const s = settings();
+    const { membership, placements, failures, clock } = setup(s);
+    await membership.heartbeat(heartbeat('a', { roster: [running('r1')] }));
+    clock.advance(10_000);
+    await failures.sweep();
+    await membership.heartbeat(heartbeat('a', { bootId: 'boot-2', roster: [] }));
+    await expect(placements.lookup('r1')).resolves.toMatchObject({
+      nodeStatus: 'ready',
+      binding: { state: 'lost' },
+    });
+  });
+});
