@@ -1,3 +1,4 @@
+import { toSandboxEvent } from '../shared/events.js';
 import { redactSecrets } from '../shared/redact.js';
 import type { Catalog, SandboxEvent, SandboxMetric, SandboxPage, Summary } from '../shared/types.js';
 import { session } from './session.js';
@@ -128,8 +129,17 @@ export const api = {
   sandboxes: (f: SandboxFilter, offset: number, limit: number) =>
     call<SandboxPage>('GET', `/dashboard/api/sandboxes${q({ ...f, offset, limit })}`),
   sandbox: (id: string) => call<SandboxDetail>('GET', `/sandboxes/${encodeURIComponent(id)}`),
-  events: (id: string) =>
-    call<SandboxEvent[]>('GET', `/dashboard/api/sandboxes/${encodeURIComponent(id)}/events`),
+  /** Its lifecycle events, oldest first: the node's own, or on a gateway the cluster's. */
+  events: async (id: string): Promise<SandboxEvent[]> => {
+    try {
+      const raw = await call<Record<string, unknown>[]>('GET', `/sandboxes/${encodeURIComponent(id)}/events`);
+      return raw.map(toSandboxEvent);
+    } catch (err) {
+      // A sandbox nothing was recorded for (records older than the node's start) has none.
+      if (err instanceof ApiError && err.status === 404) return [];
+      throw err;
+    }
+  },
   /** The node's recent samples of the sandbox's usage (E2B's metrics body). */
   metrics: (id: string) => call<SandboxMetric[]>('GET', `/sandboxes/${encodeURIComponent(id)}/metrics`),
   logs: (id: string) => call<LogsBody>('GET', `/sandboxes/${encodeURIComponent(id)}/logs`),

@@ -1,3 +1,4 @@
+import { toSandboxEvent } from '../shared/events.js';
 import type { SandboxEvent, StageSample } from '../shared/types.js';
 import { WINDOW_MS } from '../shared/window.js';
 import { api } from './api.js';
@@ -65,13 +66,13 @@ export async function startLive(): Promise<void> {
   addNodes(nodes);
   stream = new LiveStream(
     '/dashboard/api/stream',
-    (e) => {
-      const data = JSON.parse(e.data) as unknown;
-      if (e.event === 'sandbox') addEvent(data as SandboxEvent);
-      else if (e.event === 'stage') addSample(data as StageSample);
-      else if (e.event === 'node') addNodes([data as Record<string, unknown>]);
+    (event, data) => {
+      if (!data || typeof data !== 'object') return;
+      if (event === 'sandbox') addEvent(toSandboxEvent(data as Record<string, unknown>));
+      else if (event === 'stage') addSample(data as StageSample);
+      else if (event === 'node') addNodes([data as Record<string, unknown>]);
       // A new connection may have missed events: tables look again.
-      else if (e.event === 'hello') live.changes.update((n) => n + 1);
+      else if (event === 'hello') live.changes.update((n) => n + 1);
     },
     (state, detail) => live.status.set({ state, ...(detail ? { detail } : {}) }),
   ).start();

@@ -1,4 +1,5 @@
-import { EventStreamParser, type ParsedEvent } from '../shared/sse.js';
+import { redactSecrets } from '../shared/redact.js';
+import { EventStreamParser } from '../shared/sse.js';
 import { session } from './session.js';
 
 export type StreamStatus = 'connecting' | 'open' | 'retrying' | 'closed';
@@ -11,8 +12,9 @@ export function backoffMs(n: number, random = Math.random): number {
 
 /**
  * A server-sent-events stream read with fetch, since EventSource cannot send the API key
- * header. Reconnects with backoff until closed; a refused key stops it (`onStatus('closed')`
- * with the reason).
+ * header. Each event's JSON data reaches `onEvent` parsed and stripped of secret-named fields,
+ * as API answers are. Reconnects with backoff until closed; a refused key stops it
+ * (`onStatus('closed')` with the reason).
  */
 export class LiveStream {
   private abort: AbortController | undefined;
@@ -22,7 +24,7 @@ export class LiveStream {
 
   constructor(
     private readonly path: string,
-    private readonly onEvent: (e: ParsedEvent) => void,
+    private readonly onEvent: (event: string, data: unknown) => void,
     private readonly onStatus: (s: StreamStatus, detail?: string) => void,
   ) {}
 
@@ -61,7 +63,7 @@ export class LiveStream {
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
-        for (const e of parser.push(value)) this.onEvent(e);
+        for (const e of parser.push(value)) this.onEvent(e.event, parseData(e.data));
       }
     } catch {
       // Aborted by close(), or the connection dropped: both end here; only the latter retries.
@@ -69,5 +71,13 @@ export class LiveStream {
     if (this.stopped) return;
     this.onStatus('retrying');
     this.timer = window.setTimeout(() => void this.connect(), backoffMs(this.attempt++));
+  }
+}
+
+function parseData(text: string): unknown {
+  try {
+    return redactSecrets(JSON.parse(text) as unknown);
+  } catch {
+    return undefined;
   }
 }

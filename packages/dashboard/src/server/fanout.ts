@@ -1,11 +1,19 @@
 import type { IncomingHttpHeaders } from 'node:http';
 
-/** A node of the cluster as the gateway reaches it. */
+/** A node of the cluster as the gateway knows it. */
 export interface ClusterNode {
   nodeID: string;
   /** Its API base URL (the advertise URL), e.g. http://10.0.0.5:8000. */
   url: string;
+  /** ready, draining, connecting or unhealthy: only ready and draining nodes are asked. */
+  status: string;
+  /** The node as the gateway's GET /nodes shows it. */
+  info: Record<string, unknown>;
 }
+
+/** Nodes that hold sandboxes and answer: the ones a merged answer is asked of. */
+export const askable = (nodes: readonly ClusterNode[]) =>
+  nodes.filter((n) => n.status === 'ready' || n.status === 'draining');
 
 /** A node's answer, or why there is none. */
 export type NodeResult<T> =

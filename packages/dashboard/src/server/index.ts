@@ -13,8 +13,7 @@ export {
 } from './assets.js';
 export { dashboardPageHandler } from './http.js';
 export { LifecycleActivity, WINDOW_MS } from './activity.js';
-export { SandboxWatcher } from './watcher.js';
-export { diffSandboxes, eventType } from './changes.js';
+export { toSandboxEvent } from '../shared/events.js';
 export { EventStreamParser, formatEvent } from '../shared/sse.js';
 export { redactSecrets } from '../shared/redact.js';
 export type * from '../shared/types.js';

@@ -19,18 +19,18 @@ export interface StageSample {
 }
 
 /**
- * A sandbox lifecycle event. `type` follows the cluster's event names (created, paused,
- * resumed, killed, forked, snapshot, lost, …); `state` moves seen in between are `state`.
+ * A sandbox lifecycle event as the node records it (`GET /sandboxes/{id}/events`): created,
+ * paused, resumed, killed, exited, forked, snapshot, lost. A gateway's come from the cluster
+ * scheduler, spelled differently; `toSandboxEvent` reads both.
  */
 export interface SandboxEvent {
   sandboxID: string;
   nodeID: string;
   type: string;
-  /** The state the sandbox is in after the event; absent once it is gone. */
-  state?: string;
-  templateID?: string;
   timestamp: string;
   reason?: string;
+  /** What the event is about: the template, the snapshot taken, the children forked. */
+  details?: Record<string, string>;
 }
 
 /** A row of the sandboxes table: the listed fields, where it runs, and what it uses now. */

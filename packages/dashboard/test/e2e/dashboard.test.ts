@@ -75,7 +75,7 @@ describe.skipIf(!haveChromium)('the dashboard in chromium against a real node', 
     const bad = await api('GET', '/dashboard/api/sandboxes?limit=1000&state=Running');
     expect(bad.status).toBe(400);
     expect(bad.json).toMatchObject({ code: 400, message: expect.any(String) });
-    expect((await api('GET', '/dashboard/api/sandboxes/nosuchsandbox/events')).status).toBe(404);
+    expect((await api('GET', '/sandboxes/nosuchsandbox/events')).status).toBe(404);
   });
 
   it('a wrong key shows a clear error and does not sign in', async () => {

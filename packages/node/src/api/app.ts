@@ -143,10 +143,10 @@ export async function buildApp(
   await app.register(dashboardRoutes, {
     orchestrator: deps.orchestrator,
     activity: deps.dashboard.activity,
+    events: deps.events,
     nodeStatus: () => nodeStatusBody(deps),
     snapshots: deps.dashboard,
     usage: deps.usage,
-    logger: deps.logger,
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;

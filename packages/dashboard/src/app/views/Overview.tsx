@@ -124,7 +124,6 @@ export function Overview() {
                   <span class="muted">{time(e.timestamp)}</span>{' '}
                   <span class={`badge ev-${e.type}`}>{e.type}</span>{' '}
                   <a href={href('sandboxes', e.sandboxID)}>{e.sandboxID}</a>
-                  {e.state && e.type === 'state' ? ` → ${e.state}` : ''}
                 </li>
               ))}
             </ul>

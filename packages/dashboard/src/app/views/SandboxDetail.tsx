@@ -36,11 +36,9 @@ export function SandboxDetail({ id }: { id: string }) {
     api.metrics(id).then(add, () => undefined);
     const s = new LiveStream(
       `/dashboard/api/stream?sandboxID=${encodeURIComponent(id)}`,
-      (e) => {
-        if (e.event === 'sandbox') setTick((n) => n + 1);
-        else if (e.event === 'sandbox-metrics') {
-          add([JSON.parse(e.data) as SandboxMetric]);
-        }
+      (event, data) => {
+        if (event === 'sandbox') setTick((n) => n + 1);
+        else if (event === 'sandbox-metrics' && data) add([data as SandboxMetric]);
       },
       () => undefined,
     ).start();
@@ -151,14 +149,24 @@ export function SandboxDetail({ id }: { id: string }) {
 
 function EventList({ events, error }: { events: SandboxEvent[]; error: string }) {
   if (error) return <p class="muted">{error}</p>;
-  if (!events.length) return <p class="muted">No events seen since the node started.</p>;
+  if (!events.length) return <p class="muted">No events recorded for this sandbox.</p>;
   return (
     <ul class="events" aria-label="Lifecycle events">
-      {events.map((e) => (
-        <li key={`${e.timestamp}-${e.type}`}>
+      {events.map((e, i) => (
+        <li key={`${i}-${e.timestamp}-${e.type}`} data-event={e.type}>
           <span class="muted">{time(e.timestamp)}</span> <span class={`badge ev-${e.type}`}>{e.type}</span>
-          {e.state ? ` → ${e.state}` : ''}
+          {e.nodeID ? <span class="muted"> on {e.nodeID}</span> : ''}
           {e.reason ? ` (${e.reason})` : ''}
+          {e.details && Object.keys(e.details).length ? (
+            <span class="mono muted">
+              {' '}
+              {Object.entries(e.details)
+                .map(([k, v]) => `${k}=${v}`)
+                .join(' ')}
+            </span>
+          ) : (
+            ''
+          )}
         </li>
       ))}
     </ul>

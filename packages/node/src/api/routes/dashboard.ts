@@ -3,7 +3,6 @@ import {
   DashboardAssets,
   formatEvent,
   SANDBOX_STATES,
-  SandboxWatcher,
   WINDOW_MS,
   type Catalog,
   type CatalogEntry,
@@ -14,8 +13,8 @@ import {
 } from '@agentenv/dashboard';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
-import type { Logger } from 'pino';
 import { Type } from 'typebox';
+import type { SandboxEventLog } from '../../cluster/index.js';
 import type { Orchestrator, SandboxRecord } from '../../orchestrator/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
 import { parseMetadataQuery } from '@agentenv/common';
@@ -28,12 +27,13 @@ type Usage = SandboxRoutesOptions['usage'];
 export interface DashboardRoutesOptions {
   orchestrator: Orchestrator;
   activity: LifecycleActivity;
+  /** The node's lifecycle events, which the stream passes on as they are recorded. */
+  events: Pick<SandboxEventLog, 'onEvent'>;
   /** GET /nodes' body for this node. */
   nodeStatus: () => { nodeID: string } & Record<string, unknown>;
   snapshots: { store: SnapshotStore; cache: RuntimeCache };
   /** What sandboxes use, as the node samples it for the metrics endpoints. */
   usage: Usage;
-  logger: Logger;
 }
 
 /** Node status and a watched sandbox's metrics go out on the stream this often. */
@@ -55,22 +55,16 @@ const ListQuery = Type.Object({
  * The dashboard (packages/dashboard) on a stand-alone node: its pages at /dashboard, and the
  * data its views need beyond the public API under /dashboard/api (same key, same errors): the
  * overview's numbers, a filtered page of sandboxes with what they use, the capture catalogue
- * with sizes and parents, and one event stream of lifecycle events and metrics.
+ * with sizes and parents, and one event stream of lifecycle events and metrics. A sandbox's
+ * past events are the public `GET /sandboxes/{id}/events`.
  */
 export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> = async (app, opts) => {
   const { orchestrator: orch, activity } = opts;
   const nodeID = opts.nodeStatus().nodeID;
   const assets = DashboardAssets.load();
-  const watcher = new SandboxWatcher(
-    () => orch.list(),
-    nodeID,
-    (err) => opts.logger.warn({ err }, 'dashboard: reading sandbox records failed'),
-  );
   const streams = new Set<FastifyReply>();
-  app.addHook('onReady', async () => watcher.start());
   // Open streams would hold the server's close; they end first, and the app reconnects elsewhere.
   app.addHook('preClose', async () => {
-    watcher.stop();
     for (const r of streams) r.raw.end();
   });
 
@@ -109,15 +103,6 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       const rows = all.slice(offset, offset + limit);
       const items = rows.map((r) => withUsage(opts.usage, r, nodeID));
       return { items, total: all.length, offset, limit };
-    },
-  );
-
-  app.get(
-    `${DASHBOARD_API_PATH}/sandboxes/:sandboxID/events`,
-    { schema: { hide: true, params: SandboxParams } },
-    async (req) => {
-      orch.get(req.params.sandboxID);
-      return watcher.events(req.params.sandboxID);
     },
   );
 
@@ -162,7 +147,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       send('hello', { nodeIDs: [nodeID], now: Date.now() });
       streams.add(reply);
       const offs = [
-        watcher.subscribe((e) => (!only || e.sandboxID === only) && send('sandbox', e)),
+        opts.events.onEvent((e) => (!only || e.sandboxID === only) && send('sandbox', e)),
         activity.subscribe((s) => send('stage', s)),
       ];
       let lastSample = 0;
