@@ -140,6 +140,18 @@ export default defineConfig({
           hookTimeout: 1_200_000,
         },
       },
+      {
+        extends: true,
+        test: {
+          name: 'dashboard',
+          include: ['packages/dashboard/test/e2e/**/*.test.ts'],
+          // Debian's chromium against a real aenv-server (the node fixture's port and home) and a
+          // real local cluster.
+          fileParallelism: false,
+          testTimeout: 180_000,
+          hookTimeout: 1_200_000,
+        },
+      },
     ],
   },
 });

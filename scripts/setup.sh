@@ -26,6 +26,7 @@ packages=(
   "${AENV_NODE_PACKAGES[@]}"
   busybox-static make gcc g++ tmux
   docker-registry skopeo redis-server
+  chromium fonts-dejavu-core
 )
 if $deploy; then packages+=("${AENV_DEPLOY_PACKAGES[@]}"); fi
 aenv_install_packages "${packages[@]}"

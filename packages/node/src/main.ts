@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
@@ -146,6 +147,7 @@ async function main(): Promise<void> {
   });
   undoStartup.push(() => chunks.close());
   const events = new SandboxEventLog(config.nodeIdentity.nodeId);
+  const activity = new LifecycleActivity(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -158,7 +160,12 @@ async function main(): Promise<void> {
     logger,
     nodeSecret,
     captures,
-    observer: observeAll(metrics, events.observer),
+    observer: observeAll(metrics, events.observer, {
+      stage: (name, ms) => activity.stage(name, ms),
+      failed: (name) => activity.failed(name),
+      // The dashboard reads lifecycle events from the node's event log.
+      event: () => {},
+    }),
     pool,
   });
   const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
@@ -206,6 +213,7 @@ async function main(): Promise<void> {
     usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
+    dashboard: { activity, store: snapshotStore, cache: snapshotCache },
   });
   await app.listen({ host, port });
   usageSampler.start();

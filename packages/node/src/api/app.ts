@@ -2,6 +2,7 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { isDashboardPage, type LifecycleActivity } from '@agentenv/dashboard';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { checkApiKey, DomainError, notFound } from '@agentenv/common';
@@ -20,13 +21,16 @@ import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
 import { createEdgeServer, tlsFiles } from '@agentenv/common';
 import {
+  dashboardRoutes,
   eventRoutes,
+  nodeStatusBody,
   sandboxRoutes,
   snapshotRoutes,
   systemRoutes,
   templateRoutes,
   type SandboxRoutesOptions,
 } from './routes/index.js';
+import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 import type { SandboxEventLog } from '../cluster/index.js';
 
 export interface AppDeps {
@@ -41,6 +45,11 @@ export interface AppDeps {
   usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
+  /**
+   * What the dashboard shows beyond the public API: recent operations, the capture catalogue.
+   * Without it the node serves no dashboard (an app built for unit tests of the API).
+   */
+  dashboard?: { activity: LifecycleActivity; store: SnapshotStore; cache: RuntimeCache };
 }
 
 /** Paths that answer without an API key. */
@@ -106,7 +115,8 @@ export async function buildApp(
     throw notFound(`no route for ${req.method} ${req.url.split('?')[0]}`);
   });
   app.addHook('onRequest', async (req) => {
-    if (OPEN.has(req.url.split('?')[0]!)) return;
+    const pathname = req.url.split('?')[0]!;
+    if (OPEN.has(pathname) || isDashboardPage(pathname)) return;
     checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -142,6 +152,16 @@ export async function buildApp(
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
   });
+  if (deps.dashboard) {
+    await app.register(dashboardRoutes, {
+      orchestrator: deps.orchestrator,
+      activity: deps.dashboard.activity,
+      events: deps.events,
+      nodeStatus: () => nodeStatusBody(deps),
+      snapshots: deps.dashboard,
+      usage: deps.usage,
+    });
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
 }
