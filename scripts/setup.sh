@@ -32,6 +32,7 @@ SRC
 fi
 
 packages=(
+  zsh fish # the CLI's completion scripts are checked by the shells they are for
   iproute2 iptables nftables kmod procps psmisc util-linux attr
   mmdebstrap debian-archive-keyring busybox-static
   python3 make g++ tmux curl ca-certificates
