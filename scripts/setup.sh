@@ -27,6 +27,7 @@ packages=(
   busybox-static make gcc g++ tmux
   docker-registry skopeo redis-server
   chromium fonts-dejavu-core
+  zsh fish # the CLI's completion scripts are checked by the shells they are for
 )
 if $deploy; then packages+=("${AENV_DEPLOY_PACKAGES[@]}"); fi
 aenv_install_packages "${packages[@]}"

@@ -17,12 +17,12 @@ import {
   mountsMentioning,
   processesMentioning,
   runscIds,
-  sleep,
   TEST_HOME,
   createTestNet,
   destroyAllTestNets,
   type TestNet,
 } from '@agentenv/test-support/runtime';
+import { eventually } from '@agentenv/test-support';
 
 /**
  * The same behaviour is required of every runtime driver: `conformance(name, made)` runs the
@@ -165,13 +165,15 @@ function conformance(name: string, made: MadeDriver): void {
       "nohup python3 -c \"import os,time,random\ns=random.getrandbits(60);n=0\nwhile True:\n n+=1\n if os.path.exists('/tmp/dump'):\n  open('/tmp/state.tmp','w').write(f'{s} {n}');os.rename('/tmp/state.tmp','/tmp/state');os.remove('/tmp/dump')\n time.sleep(0.005)\" >/dev/null 2>&1 &";
     const readMemory = async (envd: EnvdClient): Promise<{ secret: string; n: number }> => {
       await envd.run('rm -f /tmp/state; touch /tmp/dump');
-      for (let i = 0; i < 400; i++) {
-        const r = await envd.run('cat /tmp/state 2>/dev/null');
-        const m = /^(\d+) (\d+)$/.exec(r.stdout.trim());
-        if (m) return { secret: m[1]!, n: Number(m[2]) };
-        await sleep(10);
-      }
-      throw new Error('the counter process did not answer');
+      return eventually(
+        async () => {
+          const r = await envd.run('cat /tmp/state 2>/dev/null');
+          const m = /^(\d+) (\d+)$/.exec(r.stdout.trim());
+          if (!m) throw new Error('the counter process did not answer');
+          return { secret: m[1]!, n: Number(m[2]) };
+        },
+        { intervalMs: 10 },
+      );
     };
 
     let forkCapture = '';
@@ -314,8 +316,7 @@ function conformance(name: string, made: MadeDriver): void {
         .filter((n) => n > 0);
       expect(pids.length).toBeGreaterThan(0);
       execFileSync('kill', ['-9', ...pids.map(String)]);
-      for (let i = 0; i < 100 && !exits.some((e) => e.id === h.id); i++) await sleep(50);
-      expect(exits.find((e) => e.id === h.id)?.reason).toMatch(/exited/);
+      await eventually(() => expect(exits.find((e) => e.id === h.id)?.reason).toMatch(/exited/));
       expect(await driver.status(h)).toBe('stopped');
       await driver.released(h.id);
       if (runscRoot) expect(runscIds(runscRoot)).not.toContain(h.id);
