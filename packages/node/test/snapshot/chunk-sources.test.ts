@@ -65,7 +65,7 @@ describe('chunk sources when materialising', () => {
     await cache.get(first.snapshotId);
     const c = counting();
     store.setChunkSources([new CachedChunks(cache, store)], c.observer);
-    const out = await store.materialize(second.snapshotId, join(cache.dir, '..', 'out'));
+    const out = await store.materialize(second.snapshotId, join(await fx.scratch('out'), 'capture'));
     expect(await captureDigest(out.dir)).toEqual(digest);
     expect(c.fetched.cache).toBeGreaterThan(0);
     expect(c.fetched.repository).toBeGreaterThan(0);
@@ -78,7 +78,7 @@ describe('chunk sources when materialising', () => {
     const { store, cache, second, digest } = await setup();
     const c = counting();
     store.setChunkSources([source('liar', (_, bytes) => Buffer.alloc(bytes, 1))], c.observer);
-    const out = await store.materialize(second.snapshotId, join(cache.dir, '..', 'out-liar'));
+    const out = await store.materialize(second.snapshotId, join(await fx.scratch('out-liar'), 'capture'));
     expect(await captureDigest(out.dir)).toEqual(digest);
     expect(c.rejected.liar).toBe(c.fetched.repository);
     expect(c.fetched.liar).toBeUndefined();
@@ -89,7 +89,7 @@ describe('chunk sources when materialising', () => {
     const c = counting();
     const broken: ChunkSource = { name: 'broken', begin: () => Promise.reject(new Error('down')) };
     store.setChunkSources([broken, source('empty', () => null)], c.observer);
-    const out = await store.materialize(second.snapshotId, join(cache.dir, '..', 'out-empty'));
+    const out = await store.materialize(second.snapshotId, join(await fx.scratch('out-empty'), 'capture'));
     expect(await captureDigest(out.dir)).toEqual(digest);
     expect(Object.keys(c.fetched)).toEqual(['repository']);
   });
