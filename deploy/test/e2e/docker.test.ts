@@ -261,9 +261,43 @@ describe.skipIf(missing !== undefined)(
         writeFileSync(path.join(dir, 'api-key'), `${API_KEY}\n`);
         files = [path.join(dir, 'docker-compose.yml')];
         if (!privilegedWorks) files.push(path.join(dir, 'no-privileged.yml'));
+        // Test-only: both nodes borrow the host's cached base root filesystem, as `docker run`
+        // above does, instead of each building it with mmdebstrap at once on a small machine.
+        const binds = baseLayerBinds('/var/lib/aenv').map((b) => `${b.host}:${b.guest}:ro`);
+        if (binds.length > 0) {
+          // Compose merges volume lists by their target, so the nodes keep their own volumes.
+          const services = Object.fromEntries(['node1', 'node2'].map((n) => [n, { volumes: binds }]));
+          writeFileSync(path.join(dir, 'cached-base.yml'), JSON.stringify({ version: '3.8', services }));
+          files.push(path.join(dir, 'cached-base.yml'));
+        }
         const up = await compose(['up', '-d']);
         expect(up.code, up.stdout + up.stderr).toBe(0);
         try {
+          // The nodes' healthchecks pass once their base template is ready (and they join then).
+          await eventually(
+            'both nodes healthy',
+            async () => {
+              const ids = (await compose(['ps', '-q', 'node1', 'node2'])).stdout.trim().split('\n');
+              const r = await engine.docker([
+                'inspect',
+                '-f',
+                '{{.Name}} {{.State.Status}} {{.State.Health.Status}}',
+                ...ids,
+              ]);
+              if (/ unhealthy| exited | dead /.test(r.stdout))
+                throw new Error(
+                  `a node is unhealthy:\n${r.stdout}\n${(await compose(['logs', '--tail', '200'])).stdout}`,
+                );
+              return (
+                r.code === 0 &&
+                r.stdout
+                  .trim()
+                  .split('\n')
+                  .every((l) => l.endsWith(' running healthy'))
+              );
+            },
+            900_000,
+          );
           await eventually(
             'the gateway to answer /health',
             async () => {
@@ -310,6 +344,14 @@ describe.skipIf(missing !== undefined)(
         } finally {
           const down = await compose(['down', '-v', '-t', '300']);
           expect(down.code, down.stderr).toBe(0);
+          const project = ['--filter', 'label=com.docker.compose.project=aenvtest', '-q'];
+          for (const kind of [
+            ['ps', '-a'],
+            ['network', 'ls'],
+            ['volume', 'ls'],
+          ])
+            expect(await engine.mustDocker([...kind, ...project]), kind.join(' ')).toBe('');
+          expect(await firewallRules([TAG, 'c1', 'c2'])).toEqual(firewallBefore);
         }
       });
     });

@@ -219,10 +219,14 @@ async function main(): Promise<void> {
   usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
-  agent?.start();
+  // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
+  // first start builds it (minutes); a failed build still joins, and creates retry it.
   void base
     .prepare()
-    .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'));
+    .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'))
+    .finally(() => {
+      if (!signals.received) agent?.start();
+    });
 
   const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
