@@ -21,6 +21,13 @@ import {
   type SandboxRoutesOptions,
 } from './routes/index.js';
 import type { SandboxEventLog } from '../cluster/index.js';
+import {
+  VOLUME_CONTENT_PREFIX,
+  volumeContentRoutes,
+  VolumeMounts,
+  volumeRoutes,
+  type VolumeStore,
+} from '../volumes/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -34,6 +41,7 @@ export interface AppDeps {
   usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
+  volumes: VolumeStore;
 }
 
 /** Paths that answer without an API key. */
@@ -97,7 +105,8 @@ export async function buildApp(
       .send({ code: 404, message: `no route for ${req.method} ${req.url.split('?')[0]}` });
   });
   app.addHook('onRequest', async (req) => {
-    if (OPEN.has(req.url.split('?')[0]!)) return;
+    // The content API is authorised by each volume's own token (volumes/routes.ts).
+    if (OPEN.has(req.url.split('?')[0]!) || req.url.startsWith(VOLUME_CONTENT_PREFIX)) return;
     checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -118,7 +127,11 @@ export async function buildApp(
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
     usage: deps.usage,
+    volumes: new VolumeMounts(deps.volumes),
   });
+  const volumeOpts = { store: deps.volumes, quotaBytes: deps.config.volumes.quotaMb * 1024 * 1024 };
+  await app.register(volumeRoutes, volumeOpts);
+  await app.register(volumeContentRoutes, volumeOpts);
   await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,

@@ -37,6 +37,8 @@ export interface CreateSandboxInput {
   secure: boolean;
   egress: EgressRules;
   allowPublicTraffic: boolean;
+  /** Volumes to bind-mount read-write: the name and path shown, the host directory behind them. */
+  volumeMounts?: readonly { name: string; path: string; hostPath: string }[];
 }
 
 export interface OrchestratorDeps {
@@ -179,7 +181,8 @@ export class Orchestrator {
   private async createAdmitted(input: CreateSandboxInput): Promise<SandboxRecord> {
     const template = await this.d.sources.resolve(input.source);
     try {
-      const pooled = !template.snapshotId && template.capture ? this.d.pool : undefined;
+      const pooled =
+        !template.snapshotId && template.capture && !input.volumeMounts?.length ? this.d.pool : undefined;
       return await this.launch(template, input, pooled);
     } finally {
       template.release?.();
@@ -215,7 +218,15 @@ export class Orchestrator {
       allowPublicTraffic: input.allowPublicTraffic,
       ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(this.d.nodeSecret, id) } : {}),
       envdVersion: template.envdVersion,
+      ...(input.volumeMounts?.length
+        ? { volumeMounts: input.volumeMounts.map(({ name, path }) => ({ name, path })) }
+        : {}),
     };
+    const volumes = (input.volumeMounts ?? []).map((v) => ({
+      hostPath: v.hostPath,
+      sandboxPath: v.path,
+      writable: true,
+    }));
     this.d.store.insert(rec);
     return this.mutex.run(id, async () => {
       let slot: NetSlot | undefined;
@@ -228,11 +239,17 @@ export class Orchestrator {
         } else {
           slot = await this.d.slots.acquire(rec.egress);
           handle = template.boot
-            ? await this.d.driver.start({ ...template.boot, resources: template.defaults, net: slot })
+            ? await this.d.driver.start({
+                ...template.boot,
+                mounts: [...(template.boot.mounts ?? []), ...volumes],
+                resources: template.defaults,
+                net: slot,
+              })
             : await this.d.driver.restore({
                 capture: template.capture,
                 resources: template.defaults,
                 net: slot,
+                mounts: volumes,
               });
         }
         await this.d.envd(slot.hostAddress, handle.envdPort).init(
