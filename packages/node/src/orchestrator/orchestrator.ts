@@ -198,6 +198,12 @@ export class Orchestrator {
     const t0 = Date.now();
     const id = newSandboxId();
     const now = new Date();
+    // A fork's children mount the parent's volumes already: they are in its capture.
+    const shownMounts = input.volumeMounts?.length
+      ? input.volumeMounts.map(({ name, path }) => ({ name, path }))
+      : input.source.kind === 'fork'
+        ? input.source.parent.volumeMounts
+        : undefined;
     const rec: SandboxRecord = {
       sandboxId: id,
       templateId: template.templateId,
@@ -218,9 +224,7 @@ export class Orchestrator {
       allowPublicTraffic: input.allowPublicTraffic,
       ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(this.d.nodeSecret, id) } : {}),
       envdVersion: template.envdVersion,
-      ...(input.volumeMounts?.length
-        ? { volumeMounts: input.volumeMounts.map(({ name, path }) => ({ name, path })) }
-        : {}),
+      ...(shownMounts ? { volumeMounts: shownMounts } : {}),
     };
     const volumes = (input.volumeMounts ?? []).map((v) => ({
       hostPath: v.hostPath,

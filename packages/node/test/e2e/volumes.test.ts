@@ -71,6 +71,36 @@ describe('volumes through the E2B SDK', () => {
     await expect(Volume.getInfo(vol.volumeId)).rejects.toBeInstanceOf(VolumeNotFoundError);
   });
 
+  it('stay mounted across pause/resume and in forked children', async () => {
+    const vol = await newVolume('kept');
+    const sbx = await Sandbox.create({ volumeMounts: { '/vol': vol }, timeoutMs: 300_000 });
+    const kids: Sandbox[] = [];
+    try {
+      await sbx.commands.run('echo before > /vol/before.txt');
+      expect(await sbx.pause()).toBe(true);
+      // Written while the sandbox is paused: the resumed one sees the volume as it is now.
+      await vol.writeFile('/while-paused.txt', 'paused');
+      const resumed = await Sandbox.connect(sbx.sandboxId);
+      expect((await resumed.commands.run('cat /vol/before.txt /vol/while-paused.txt')).stdout).toBe(
+        'before\npaused',
+      );
+      expect((await Sandbox.getInfo(sbx.sandboxId)).volumeMounts).toEqual([{ name: vol.name, path: '/vol' }]);
+
+      const children = await resumed.fork({ count: 1 } as never);
+      kids.push(...children.filter((c): c is Sandbox => c instanceof Sandbox));
+      expect(kids).toHaveLength(1);
+      const child = kids[0]!;
+      expect((await Sandbox.getInfo(child.sandboxId)).volumeMounts).toEqual([
+        { name: vol.name, path: '/vol' },
+      ]);
+      await child.commands.run('echo child > /vol/child.txt');
+      expect((await resumed.commands.run('cat /vol/child.txt')).stdout).toBe('child\n');
+      expect(await vol.readFile('/child.txt')).toBe('child\n');
+    } finally {
+      await Promise.all([sbx.kill(), ...kids.map((k) => k.kill())]);
+    }
+  });
+
   it('refuse bad input with clear errors', async () => {
     const vol = await newVolume('bad');
     // Names.
