@@ -81,16 +81,7 @@ export class VolumeFiles {
     if (at.segments.length === 0) throw conflict('the volume root already exists');
     const exists = await lstat(at.host).catch(() => undefined);
     if (exists) throw conflict(`path ${at.display} already exists`);
-    if (opts.force) {
-      // Each missing parent is created in turn so none can be a symlink created meanwhile.
-      for (let i = 1; i < at.segments.length; i++) {
-        const part = await this.locate(displayPath(at.segments.slice(0, i)));
-        await mkdir(part.host).catch((e: NodeJS.ErrnoException) => {
-          if (e.code !== 'EEXIST') throw e;
-        });
-        await this.locate(displayPath(at.segments.slice(0, i + 1)));
-      }
-    }
+    if (opts.force) await this.makeParents(at.segments.slice(0, -1));
     await mkdir(at.host).catch((e: NodeJS.ErrnoException) => {
       throw e.code === 'ENOENT' ? notFound(path.posix.dirname(at.display)) : e;
     });

@@ -1,4 +1,4 @@
-import { Sandbox, Volume, VolumeError, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b';
+import { AuthenticationError, Sandbox, Volume, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
@@ -136,7 +136,7 @@ describe('volumes through the E2B SDK', () => {
       expect(r.status).toBe(401);
     }
     const forged = new Volume(vol.volumeId, vol.name, 'forged-token');
-    await expect(forged.list('/')).rejects.toBeInstanceOf(VolumeError);
+    await expect(forged.list('/')).rejects.toBeInstanceOf(AuthenticationError);
     await expect(vol.writeFile('/big', new Uint8Array(1024 * 1024 + 1))).rejects.toThrow(
       /would exceed its quota of 1 MiB/,
     );
