@@ -231,6 +231,11 @@ export class Orchestrator {
       sandboxPath: v.path,
       writable: true,
     }));
+    const boot = template.boot ?? (volumes.length ? template.coldBoot : undefined);
+    if (volumes.length && !boot)
+      throw invalid(
+        `volumes cannot be mounted into sandboxes of ${rec.templateId}: they restore a captured state`,
+      );
     this.d.store.insert(rec);
     return this.mutex.run(id, async () => {
       let slot: NetSlot | undefined;
@@ -242,18 +247,17 @@ export class Orchestrator {
           await this.d.slots.setEgress(slot, rec.egress);
         } else {
           slot = await this.d.slots.acquire(rec.egress);
-          handle = template.boot
+          handle = boot
             ? await this.d.driver.start({
-                ...template.boot,
-                mounts: [...(template.boot.mounts ?? []), ...volumes],
+                ...boot,
+                mounts: [...(boot.mounts ?? []), ...volumes],
                 resources: template.defaults,
                 net: slot,
               })
             : await this.d.driver.restore({
-                capture: template.capture,
+                capture: template.capture!,
                 resources: template.defaults,
                 net: slot,
-                mounts: volumes,
               });
         }
         await this.d.envd(slot.hostAddress, handle.envdPort).init(

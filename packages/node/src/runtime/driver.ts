@@ -106,8 +106,6 @@ export interface RestoreRequest {
   readonly resources: Resources;
   readonly net?: SandboxNet;
   readonly readyTimeoutMs?: number;
-  /** Mounts beyond the capture's own (volumes given at create). */
-  readonly mounts?: readonly ReadOnlyMount[];
 }
 
 export interface SandboxStats {

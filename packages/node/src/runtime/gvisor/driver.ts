@@ -221,9 +221,8 @@ export class GvisorDriver implements RuntimeDriver {
         `capture's writable layer is in ${meta.settings.upper}; this driver uses ${this.opts.upper}`,
       );
     }
-    const mounts = [...meta.mounts, ...(req.mounts ?? [])];
-    this.validate(req.resources, meta.layers, mounts, meta.envdPort);
-    await this.checkPaths(meta.layers, mounts).catch((e: Error) => {
+    this.validate(req.resources, meta.layers, meta.mounts, meta.envdPort);
+    await this.checkPaths(meta.layers, meta.mounts).catch((e: Error) => {
       throw new CaptureInvalidError(`capture ${capture.dir} cannot be restored here: ${e.message}`);
     });
     return this.boot(
@@ -232,7 +231,7 @@ export class GvisorDriver implements RuntimeDriver {
       (p) => ['restore', '--image-path', capture.dir, '--bundle', p.bundle, '--detach', p.id],
       {
         layers: meta.layers,
-        mounts,
+        mounts: meta.mounts,
         init: meta.init,
         hostname: meta.hostname,
         resources: req.resources,
