@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { constants, createReadStream, type ReadStream, type Stats } from 'node:fs';
+import { constants, type ReadStream, type Stats } from 'node:fs';
 import { chmod, lchown, lstat, mkdir, open, readdir, readlink, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Transform, type Readable } from 'node:stream';
@@ -116,7 +116,8 @@ export class VolumeFiles {
       await fh.close();
       throw invalid(`path ${at.display} is not a regular file`);
     }
-    return { stream: createReadStream('', { fd: fh.fd, autoClose: true }), size: st.size };
+    // The handle's own stream closes the handle; a stream over its raw fd would close it twice.
+    return { stream: fh.createReadStream(), size: st.size };
   }
 
   /**
