@@ -122,6 +122,21 @@ describe('volumes through the E2B SDK', () => {
       expect(r.json.message).toContain(path);
     }
 
+    // A snapshot's state is in its capture, which cannot take new mounts.
+    const src = await Sandbox.create();
+    try {
+      const snap = await src.createSnapshot();
+      const fromSnap = await api('POST', '/v2/sandboxes', {
+        templateID: snap.snapshotId,
+        volumeMounts: [{ name: vol.name, path: '/data' }],
+      });
+      expect(fromSnap.status).toBe(400);
+      expect(fromSnap.json.message).toContain('volumes cannot be mounted');
+      await api('DELETE', `/templates/${snap.snapshotId}`);
+    } finally {
+      await src.kill();
+    }
+
     // Content API: '..', a wrong token, another volume's token, the quota.
     const dotdot = await fetch(`${URL_BASE}/volumecontent/${vol.volumeId}/file?path=/../volume.json`, {
       headers: { authorization: `Bearer ${vol.token}` },
