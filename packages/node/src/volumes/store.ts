@@ -19,36 +19,42 @@ export interface VolumeInfo {
 const META = 'volume.json';
 const DATA = 'data';
 
+const ID = /^vol[a-z0-9]{17}$/;
+
 /**
  * Volumes as directories under one root: `<root>/<volumeID>/{volume.json,data/}`. The root may
- * be a shared posix_fs path, so any node that mounts it serves the same volumes.
+ * be a shared posix_fs path, so any node that mounts it serves the same volumes; nothing is
+ * cached, so what another node creates or destroys is seen at once.
  */
 export class VolumeStore {
-  private readonly byId = new Map<string, VolumeInfo>();
+  /** Creates under way here, so two concurrent creates of one name conflict. */
+  private readonly creating = new Set<string>();
 
   constructor(readonly root: string) {
     mkdirSync(root, { recursive: true, mode: 0o700 });
-    for (const id of readdirSync(root)) {
-      const v = readMeta(path.join(root, id));
-      if (v) this.byId.set(v.volumeID, v);
-    }
   }
 
   list(): VolumeInfo[] {
-    return [...this.byId.values()].sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+    return readdirSync(this.root)
+      .map((id) => this.find(id))
+      .filter((v): v is VolumeInfo => v !== undefined)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  private find(volumeID: string): VolumeInfo | undefined {
+    return ID.test(volumeID) ? readMeta(path.join(this.root, volumeID)) : undefined;
   }
 
   async create(name: string): Promise<VolumeInfo> {
     checkVolumeName(name);
-    if (this.findByName(name)) throw conflict(`volume ${name} already exists`);
+    if (this.creating.has(name) || this.findByName(name)) throw conflict(`volume ${name} already exists`);
     const v: VolumeInfo = {
       volumeID: 'vol' + newSandboxId(17),
       name,
       token: randomBytes(32).toString('base64url'),
       createdAt: new Date().toISOString(),
     };
-    // Reserved before the first await so a concurrent create of the same name conflicts.
-    this.byId.set(v.volumeID, v);
+    this.creating.add(name);
     const dir = path.join(this.root, v.volumeID);
     try {
       await mkdir(path.join(dir, DATA), { recursive: true, mode: 0o755 });
@@ -58,28 +64,28 @@ export class VolumeStore {
       await writeFile(tmp, JSON.stringify(v), { mode: 0o600 });
       await rename(tmp, path.join(dir, META));
     } catch (err) {
-      this.byId.delete(v.volumeID);
       await rm(dir, { recursive: true, force: true });
       throw err;
+    } finally {
+      this.creating.delete(name);
     }
     return v;
   }
 
   /** By id; a 404 naming it when unknown. */
   get(volumeID: string): VolumeInfo {
-    const v = this.byId.get(volumeID);
+    const v = this.find(volumeID);
     if (!v) throw new DomainError('not_found', `volume ${volumeID} not found`);
     return v;
   }
 
   findByName(name: string): VolumeInfo | undefined {
-    for (const v of this.byId.values()) if (v.name === name) return v;
-    return undefined;
+    return this.list().find((v) => v.name === name);
   }
 
   /** The volume a content-API request may use: its token must match (401 otherwise). */
   authorize(volumeID: string, authorization: string | undefined): VolumeInfo {
-    const v = this.byId.get(volumeID);
+    const v = this.find(volumeID);
     const given = /^Bearer (.+)$/i.exec(authorization ?? '')?.[1];
     if (!v || !given || !sameSecret(given, v.token))
       throw new DomainError('unauthorized', 'invalid or missing volume token');
@@ -93,9 +99,7 @@ export class VolumeStore {
 
   /** False when unknown. The files are removed with it. */
   async destroy(volumeID: string): Promise<boolean> {
-    const v = this.byId.get(volumeID);
-    if (!v) return false;
-    this.byId.delete(volumeID);
+    if (!this.find(volumeID)) return false;
     const dir = path.join(this.root, volumeID);
     // The metadata goes first, so a crash mid-removal never leaves a half-deleted volume listed.
     await rm(path.join(dir, META), { force: true });

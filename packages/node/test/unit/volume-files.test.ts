@@ -37,6 +37,16 @@ describe('VolumeStore', () => {
     expect(new VolumeStore(store.root).list()).toEqual([]);
   });
 
+  it('sees at once what another node sharing the root creates and destroys', async () => {
+    const other = new VolumeStore(store.root);
+    const v = await store.create('shared');
+    expect(other.findByName('shared')?.volumeID).toBe(v.volumeID);
+    expect(await kind(other.create('shared'))).toBe('conflict');
+    expect(await other.destroy(v.volumeID)).toBe(true);
+    expect(() => store.get(v.volumeID)).toThrow(/not found/);
+    expect(() => store.get('../secrets')).toThrow(/not found/);
+  });
+
   it('authorises the content API with the volume token only', async () => {
     const a = await store.create('a');
     const b = await store.create('b');
