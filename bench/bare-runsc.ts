@@ -3,7 +3,6 @@
  * as the gVisor driver, without any of the node's machinery around it. Used by bench/runtime.ts
  * and bench/snapshot.ts.
  */
-import { closeSync, openSync } from 'node:fs';
 import { mkdir, readdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
@@ -12,7 +11,7 @@ import {
   buildOciSpec,
   runscCommand as runCommand,
   runscGlobalArgs,
-  wrapForNetSysctlQuirk,
+  runDetached,
   waitForHealth,
   type InitProcess,
   type ReadOnlyMount,
@@ -56,21 +55,25 @@ const CGROUP_CONTROLLERS = [
   'systemd',
 ];
 
-export function bareRunsc(host: GvisorHost, opts: { dir: string; cgroupParent: string }): BareRunsc {
+/**
+ * `underReaper`: launches go through aenv-reaper like the driver's (the sandbox is then reaped as
+ * soon as it exits instead of whenever PID 1 gets to it); needs host.reaperPath.
+ */
+export function bareRunsc(
+  host: GvisorHost,
+  opts: { dir: string; cgroupParent: string; underReaper?: boolean },
+): BareRunsc {
   const flags = {
     root: join(opts.dir, 'bare-runsc'),
     overlay: 'root:memory',
     network: 'sandbox' as const,
     netDisconnectOk: false,
   };
-  const argv = (args: string[], wrap: boolean) => {
-    const a = [host.runscPath, ...runscGlobalArgs(flags), ...args];
-    return wrap && host.netSysctlQuirk ? wrapForNetSysctlQuirk(a) : a;
-  };
+  const argv = (args: string[]) => [host.runscPath, ...runscGlobalArgs(flags), ...args];
   const ids = new Set<string>();
   let seq = 0;
   const run = async (args: string[]) => {
-    const r = await runCommand(argv(args, false), { timeoutMs: 60_000 });
+    const r = await runCommand(argv(args), { timeoutMs: 60_000 });
     if (r.code !== 0) throw new Error(`bare ${args.join(' ')}: ${r.stderr}`);
     return r.stdout;
   };
@@ -94,13 +97,15 @@ export function bareRunsc(host: GvisorHost, opts: { dir: string; cgroupParent: s
       return { id, dir };
     },
     async launch(args) {
-      const fd = openSync('/dev/null', 'w');
-      try {
-        const r = await runCommand(argv(args, true), { timeoutMs: 60_000, stdoutFd: fd });
-        if (r.code !== 0) throw new Error(`bare ${args[0]} failed: ${r.stderr}`);
-      } finally {
-        closeSync(fd);
-      }
+      const reaperPath = opts.underReaper ? host.reaperPath : null;
+      if (opts.underReaper && !reaperPath) throw new Error('aenv-reaper is not built');
+      const r = await runDetached(argv(args), {
+        logPath: '/dev/null',
+        timeoutMs: 60_000,
+        reaperPath,
+        hideNetSysctl: host.netSysctlQuirk,
+      });
+      if (r.code !== 0) throw new Error(`bare ${args[0]} failed: ${r.stderr}`);
     },
     run,
     async kill(id) {

@@ -123,9 +123,11 @@ if [ ! -f "$ETC/config.toml" ]; then
 fi
 if [ ! -f "$ENV_FILE" ]; then
   install -D -m 0600 "$release/share/config/aenv.env" "$ENV_FILE"
-  # One machine with every role: the node registers with the scheduler beside it.
+  # One machine with every role is a one-host cluster: the gateway (:8080) is its front door, the
+  # node registers with the scheduler beside it, and the scheduler listens on loopback only.
   if [ "$role" = all ] && has_role scheduler; then
-    sed -i 's|^# AENV_SCHEDULER_URL=.*|AENV_SCHEDULER_URL=http://127.0.0.1:9090|' "$ENV_FILE"
+    sed -i -e 's|^# AENV_SCHEDULER_URL=.*|AENV_SCHEDULER_URL=http://127.0.0.1:9090|' \
+      -e 's|^# SCHEDULER_ADDR=.*|SCHEDULER_ADDR=127.0.0.1:9090|' "$ENV_FILE"
   fi
   aenv_log "wrote $ENV_FILE"
 fi

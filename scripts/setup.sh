@@ -24,8 +24,10 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 # What a node needs (scripts/prerequisites.sh), then what building and testing need.
 packages=(
   "${AENV_NODE_PACKAGES[@]}"
-  busybox-static make g++ tmux
+  busybox-static make gcc g++ tmux
   docker-registry skopeo redis-server
+  chromium fonts-dejavu-core
+  zsh fish # the CLI's completion scripts are checked by the shells they are for
 )
 if $deploy; then packages+=("${AENV_DEPLOY_PACKAGES[@]}"); fi
 aenv_install_packages "${packages[@]}"

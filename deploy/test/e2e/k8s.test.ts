@@ -146,7 +146,7 @@ describe.skipIf(!hasKubectl)('Kubernetes manifests (kustomize, offline)', () => 
     }
   });
 
-  it('services and ports: gateway 8080, scheduler 9090, headless node 8000; disruption budgets', () => {
+  it('services and ports: gateway 8080, scheduler 9090, headless node 8000; /health probes; disruption budgets', () => {
     const ports = (name: string) =>
       (find('default', 'Service', name).spec as { ports: { port: number }[] }).ports;
     expect(ports('aenv-gateway').map((p) => p.port)).toEqual([8080]);
@@ -156,6 +156,15 @@ describe.skipIf(!hasKubectl)('Kubernetes manifests (kustomize, offline)', () => 
     const gw = pod(find('default', 'Deployment', 'aenv-gateway')).containers[0]!;
     expect(gw.command).toEqual(['/opt/aenv/bin/aenv-gateway']);
     expect(gw.ports).toEqual([{ name: 'http', containerPort: 8080 }]);
+    for (const [name, port] of [
+      ['aenv-gateway', 'http'],
+      ['aenv-scheduler', 'rpc'],
+    ] as const) {
+      const c = pod(find('default', 'Deployment', name)).containers[0]!;
+      for (const probe of [c.readinessProbe, c.livenessProbe]) {
+        expect(probe?.httpGet).toEqual({ path: '/health', port });
+      }
+    }
     const pdbs = rendered
       .default!.filter((o) => o.kind === 'PodDisruptionBudget')
       .map((o) => o.metadata.name);

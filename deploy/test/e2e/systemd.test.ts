@@ -18,6 +18,7 @@ const TAG = 'dt';
 const SCHEDULER_PORT = 18201;
 const GATEWAY_PORT = 18202;
 const URL_BASE = `http://127.0.0.1:${PORT}`;
+const GATEWAY = `http://127.0.0.1:${GATEWAY_PORT}`;
 const INSTALLED = ['/opt/aenv', '/etc/aenv', '/etc/default/aenv', '/etc/systemd/system', '/usr/local/bin'];
 
 const missing =
@@ -81,7 +82,14 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     expect(apiKey).toMatch(/^e2b_[0-9a-f]{40}$/);
     expect(await insideOk('stat -c %a /etc/default/aenv')).toBe('600\n');
     const units = (await insideOk('ls /etc/systemd/system/aenv*.service')).trim().split('\n');
-    expect(units).toContain('/etc/systemd/system/aenv.service');
+    expect(units).toEqual(
+      ['aenv-gateway', 'aenv-scheduler', 'aenv'].map((u) => `/etc/systemd/system/${u}.service`),
+    );
+    // `all` on one host is a one-host cluster: the node registers with the scheduler beside it,
+    // which listens on loopback only.
+    const env = await insideOk('cat /etc/default/aenv');
+    expect(env).toMatch(/^AENV_SCHEDULER_URL=http:\/\/127\.0\.0\.1:9090$/m);
+    expect(env).toMatch(/^SCHEDULER_ADDR=127\.0\.0\.1:9090$/m);
     for (const unit of units) {
       const verify = await inside(`systemd-analyze verify ${unit}`);
       expect(verify.code, verify.stdout + verify.stderr).toBe(0);
@@ -113,28 +121,29 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     expect(await insideOk('cat /etc/aenv/config.toml /etc/default/aenv')).toEqual(config);
   });
 
-  it('the scheduler and gateway units start, when the release has them', async (ctx) => {
-    const units = await insideOk('ls /etc/systemd/system/');
-    if (!units.includes('aenv-gateway.service') || !units.includes('aenv-scheduler.service')) {
-      ctx.skip('the release has no aenv-scheduler/aenv-gateway yet: only aenv.service is installed');
-    }
+  it('systemctl start aenv-scheduler aenv-gateway: both answer /health', async () => {
     await insideOk('systemctl start aenv-scheduler aenv-gateway');
     expect(await insideOk('systemctl is-active aenv-scheduler aenv-gateway')).toBe('active\nactive\n');
-    await eventually('the gateway on its port', async () => {
-      const r = await fetch(`http://127.0.0.1:${GATEWAY_PORT}/health`).catch(() => undefined);
-      return r !== undefined && r.status < 300;
-    });
+    for (const url of [`http://127.0.0.1:${SCHEDULER_PORT}/health`, `${GATEWAY}/health`]) {
+      await eventually(`${url} 204`, async () => (await fetch(url).catch(() => undefined))?.status === 204);
+    }
   });
 
-  it('systemctl start aenv brings up a node that answers /health', async () => {
+  it('systemctl start aenv brings up a node that answers /health and joins the scheduler', async () => {
     await insideOk('systemctl start aenv');
     expect(await insideOk('systemctl is-active aenv')).toBe('active\n');
     await eventually('/health 204', async () => (await health()) === 204, 60_000);
+    const nodeId = (await insideOk('hostname')).trim();
+    await eventually('the node ready in the gateway’s /nodes', async () => {
+      const r = await fetch(`${GATEWAY}/nodes`, { headers: { 'x-api-key': apiKey } });
+      const nodes = (await r.json()) as { nodeID: string; status: string }[];
+      return nodes.some((n) => n.nodeID === nodeId && n.status === 'ready');
+    });
   });
 
-  it('systemctl stop aenv pauses a running sandbox; after a start it resumes with its memory', async () => {
-    process.env.E2B_API_URL = URL_BASE;
-    process.env.E2B_SANDBOX_URL = URL_BASE;
+  it('systemctl stop aenv pauses a running sandbox; after a start it resumes with its memory (through the gateway)', async () => {
+    process.env.E2B_API_URL = GATEWAY;
+    process.env.E2B_SANDBOX_URL = GATEWAY;
     process.env.E2B_API_KEY = apiKey;
     const sbx = await Sandbox.create({ timeoutMs: 600_000 });
     // A process that only lives in memory: a counter it keeps and writes out.
@@ -181,6 +190,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     const r = await inside('/opt/aenv/current/scripts/uninstall.sh');
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(await health()).toBe(0);
+    expect(await fetch(`${GATEWAY}/health`).catch(() => 'stopped')).toBe('stopped');
     expect(
       (await inside('ls /opt/aenv /etc/aenv /etc/default/aenv /etc/systemd/system/aenv.service 2>&1')).code,
     ).not.toBe(0);

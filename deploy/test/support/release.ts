@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,7 +37,8 @@ let made: Promise<string> | undefined;
 /** The release tarball of this checkout (npm run build must have run), rebuilt when an input changed. */
 export function releaseTarball(): Promise<string> {
   made ??= (async () => {
-    const outDir = path.join(CACHE, 'release');
+    // One directory per checkout: worktrees on one machine share the cache but not their inputs.
+    const outDir = path.join(CACHE, 'release', createHash('sha256').update(REPO).digest('hex').slice(0, 12));
     mkdirSync(outDir, { recursive: true });
     const tarball = readdirSync(outDir, { withFileTypes: true })
       .map((e) => path.join(outDir, e.name))

@@ -2,6 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { checkApiKey, createEdgeServer, routeRequest, type TlsFiles } from '@agentenv/common';
 import type { GatewayContext } from './context.js';
+import { gatewayDashboard } from './dashboard.js';
 import { queryOf, sendError, sendJson } from './http.js';
 import { handleEventStream, handleNode, handleNodes, handleSandboxEvents } from './handlers/cluster.js';
 import { handleCreate } from './handlers/create.js';
@@ -61,6 +62,7 @@ async function control(ctx: GatewayContext, req: ClientRequest, res: ClientRespo
  * the sandbox's node; everything else is the control plane, key-checked as on the node.
  */
 export function createGatewayServer(ctx: GatewayContext, o: GatewayServerOptions): Server {
+  const dashboard = gatewayDashboard(ctx, o.apiKey);
   const server = createEdgeServer((req, res) => {
     const r = req as ClientRequest;
     const traffic = routeRequest(r.url ?? '/', r.headers, o.domains);
@@ -68,6 +70,7 @@ export function createGatewayServer(ctx: GatewayContext, o: GatewayServerOptions
       handleTraffic(ctx, r, res, traffic).catch((err: unknown) => sendError(res, err));
       return;
     }
+    if (dashboard(r, res)) return;
     const route = classify(r.method ?? 'GET', r.url ?? '/');
     const end = ctx.metrics.requestDuration.startTimer({ route: route.kind, method: r.method ?? 'GET' });
     res.once('finish', () => end({ status: String(res.statusCode) }));

@@ -1,5 +1,7 @@
 import { mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { LifecycleActivity } from '@agentenv/dashboard';
+import { createSchedulerClient } from '@agentenv/scheduler';
 import { pino } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
@@ -8,15 +10,23 @@ import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
 import { ImageStore } from './image/index.js';
 import { MetricsHistory, MetricsSampler, NodeMetrics } from './metrics/index.js';
 import { NetworkManager } from './network/index.js';
-import { Orchestrator, RepositoryPauses, SandboxStore, SandboxWarmPool } from './orchestrator/index.js';
+import { startChunkExchange } from './p2p/index.js';
+import {
+  LocalCaptureDirs,
+  observeAll,
+  Orchestrator,
+  procMeminfo,
+  RepositoryPauses,
+  SandboxStore,
+  SandboxWarmPool,
+} from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
-import { GvisorDriver } from './runtime/index.js';
 import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.js';
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
 import { Limiter } from './util/index.js';
 import { VolumeStore } from './volumes/index.js';
-import { openSnapshotRepository } from './wiring/index.js';
+import { createDriver, openSnapshotRepository } from './wiring/index.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -54,12 +64,9 @@ async function main(): Promise<void> {
   const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
   const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
 
-  // Per-node runtime dir and cgroup parent: two nodes on one machine never touch each other's.
-  // Connections are drained before every capture; TIME_WAIT leftovers must not fail it.
-  const driver = new GvisorDriver({
-    runtimeDir: path.join(config.runtimePath, config.network.nodeTag),
-    cgroupParent: `aenv-${config.network.nodeTag}`,
-    netDisconnectOk: true,
+  const driver = createDriver(config.runtime, {
+    runtimePath: config.runtimePath,
+    nodeTag: config.network.nodeTag,
   });
   const probe = await driver.probe();
   if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
@@ -111,12 +118,37 @@ async function main(): Promise<void> {
     templates: [built, base],
     cold: new ColdImages({ images, envdVersion: envdVer }),
   });
-  const pool = new SandboxWarmPool({ size: config.pool.size, driver, slots: network, logger });
+  const captures = new LocalCaptureDirs(path.join(home, 'captures'));
+  const pool = new SandboxWarmPool({
+    size: config.pool.size,
+    driver,
+    slots: network,
+    memory: procMeminfo,
+    captures,
+    logger,
+  });
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
   });
+  const schedulerUrl = config.cluster.schedulerUrl;
+  const chunks = await startChunkExchange({
+    config,
+    apiKey,
+    ...(schedulerUrl && {
+      scheduler: {
+        lookup: createSchedulerClient({ url: schedulerUrl, apiKey }),
+        nodeId: config.nodeIdentity.nodeId,
+      },
+    }),
+    store: snapshotStore,
+    cache: snapshotCache,
+    registry: metrics.registry,
+    logger,
+  });
+  undoStartup.push(() => chunks.close());
   const events = new SandboxEventLog(config.nodeIdentity.nodeId);
+  const activity = new LifecycleActivity(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
     store,
@@ -128,8 +160,13 @@ async function main(): Promise<void> {
     envd,
     logger,
     nodeSecret,
-    capturesDir: path.join(home, 'captures'),
-    observer: events.observing(metrics),
+    captures,
+    observer: observeAll(metrics, events.observer, {
+      stage: (name, ms) => activity.stage(name, ms),
+      failed: (name) => activity.failed(name),
+      // The dashboard reads lifecycle events from the node's event log.
+      event: () => {},
+    }),
     pool,
   });
   const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
@@ -159,16 +196,11 @@ async function main(): Promise<void> {
         repository: snapshotStore,
         events,
         logger,
+        p2p: chunks.advertisement,
       })
     : undefined;
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
-  for (const sandboxId of recovered.lost)
-    events.record({
-      type: 'lost',
-      sandboxId,
-      reason: 'node failure: the node restarted while the sandbox ran',
-    });
 
   const app = await buildApp({
     config,
@@ -183,6 +215,7 @@ async function main(): Promise<void> {
     logger,
     version,
     volumes: new VolumeStore(config.volumes.path),
+    dashboard: { activity, store: snapshotStore, cache: snapshotCache },
   });
   await app.listen({ host, port });
   usageSampler.start();
@@ -219,6 +252,7 @@ async function main(): Promise<void> {
       () => agent?.stop(),
       () => base.close(),
       () => app.close(),
+      () => chunks.close(),
       () => proxy.close(),
       () => driver.close(),
       () => network.shutdown(),

@@ -5,6 +5,7 @@ import { ChunkPeers } from './chunk-peers.js';
 import { systemClock, type Clock } from './clock.js';
 import { EventLog } from './events.js';
 import { FailureDetector } from './failures.js';
+import { Watch } from './health.js';
 import { listen, type Handler, type Listener } from './listener.js';
 import { Membership } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
@@ -41,7 +42,8 @@ export interface SchedulerApp {
 export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerApp> {
   const clock = o.clock ?? systemClock;
   const metrics = new SchedulerMetrics();
-  const membership = new Membership(o.store, clock, o.settings);
+  const watch = new Watch(clock, o.settings.heartbeatIntervalMs);
+  const membership = new Membership(o.store, clock, o.settings, watch);
   const placements = new Placements(o.store, clock, o.settings, membership, metrics);
   const events = new EventLog(o.store, clock);
   const failures = new FailureDetector(o.store, clock, o.settings, membership, events);
@@ -93,23 +95,33 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
     throw err;
   }
 
-  // Half an interval, so a silent node is acted on within its third missed heartbeat.
-  const sweep = setInterval(() => {
-    failures
-      .sweep()
-      .then((reports) => {
-        for (const r of reports)
-          o.logger.warn(r, 'node stopped heartbeating: its running sandboxes are lost');
-      })
-      .catch((err: unknown) => o.logger.error({ err }, 'failure sweep failed'));
-  }, o.settings.heartbeatIntervalMs / 2);
-  sweep.unref();
+  // Ticks a few times an interval, apart from any store call, so only a stall of this process
+  // (or its start) breaks the watch.
+  const interval = o.settings.heartbeatIntervalMs;
+  const ticker = setInterval(() => watch.tick(), interval / 4);
+  ticker.unref();
+  // Every half interval, so a silent node is acted on within its third missed heartbeat; one
+  // sweep at a time, however slow the store.
+  let sweep: NodeJS.Timeout | undefined;
+  let closed = false;
+  const sweepOnce = async () => {
+    try {
+      for (const r of await failures.sweep())
+        o.logger.warn(r, 'node stopped heartbeating: its running sandboxes are lost');
+    } catch (err) {
+      o.logger.error({ err }, 'failure sweep failed');
+    }
+    if (!closed) (sweep = setTimeout(() => void sweepOnce(), interval / 2)).unref();
+  };
+  (sweep = setTimeout(() => void sweepOnce(), interval / 2)).unref();
 
   return {
     port: main.port,
     ...(side ? { metricsPort: side.port } : {}),
     close: async () => {
-      clearInterval(sweep);
+      closed = true;
+      clearInterval(ticker);
+      clearTimeout(sweep);
       await side?.close();
       await main.close();
     },

@@ -1,5 +1,4 @@
 // The scheduler's public surface: its client, error mapping and the domain types callers see.
 export { createSchedulerClient, type SchedulerClient, type SchedulerClientOptions } from './client.js';
 export { fromConnectError, RETRY_AFTER_HEADER } from './rpc/errors.js';
-export { templateCacheKey } from './placements.js';
 export type * from './model.js';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from './clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import { nodeStatus } from './health.js';
+import { nodeStatus, type Watch } from './health.js';
 import {
   NO_RESERVATION,
   reservedByNode,
@@ -55,16 +55,36 @@ const MAX_KEY_LENGTH = 256;
 export class Membership {
   private readonly expected: Map<string, string | undefined>;
 
+  /** @param watch this scheduler's own continuity (none: every silence counts, as in unit tests) */
   constructor(
     private readonly store: SchedulerStore,
     private readonly clock: Clock,
     private readonly settings: SchedulerSettings,
+    private readonly watch?: Watch,
   ) {
     this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
   }
 
+  /** A node's status now, given its drain mark. */
+  statusOf(node: NodeRecord, drainedBootId: string | undefined, now = this.clock.now()): NodeStatus {
+    return nodeStatus(node, drainedBootId, now, this.settings.heartbeatIntervalMs, this.watch?.since);
+  }
+
+  /** Heartbeats of one node in this process, one at a time and in order of arrival. */
+  private readonly beating = new Map<string, Promise<unknown>>();
+
   async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     checkHeartbeat(hb);
+    const turn = (this.beating.get(hb.nodeId) ?? Promise.resolve()).then(() => this.apply(hb));
+    const settled = turn.catch(() => undefined);
+    this.beating.set(hb.nodeId, settled);
+    void settled.then(() => {
+      if (this.beating.get(hb.nodeId) === settled) this.beating.delete(hb.nodeId);
+    });
+    return turn;
+  }
+
+  private async apply(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
       throw new DomainError(
         'unauthorized',
@@ -84,32 +104,41 @@ export class Membership {
       cacheKeys: hb.cacheKeys,
       chunkDigest: digest(chunkKeys),
       ...(hb.p2p ? { p2p: hb.p2p } : {}),
-      lastHeartbeatMs: now,
     };
-    const previous = await this.store.getNode(hb.nodeId);
-    const current = await this.store.getBindings(hb.roster.map((e) => e.sandboxId));
-    for (const b of await this.store.nodeBindings(hb.nodeId)) current.set(b.sandboxId, b);
+    const [previous, current, bound, drains] = await Promise.all([
+      this.store.getNode(hb.nodeId),
+      this.store.getBindings(hb.roster.map((e) => e.sandboxId)),
+      this.store.nodeBindings(hb.nodeId),
+      this.store.drains(),
+    ]);
+    for (const b of bound) current.set(b.sandboxId, b);
     const changes = reconcileRoster(hb.nodeId, hb.roster, current, {
       now,
       assignmentGraceMs: 2 * this.settings.heartbeatIntervalMs,
       refreshAfterMs: this.settings.bindingTtlMs / 3,
     });
-    await this.store.putBindings(changes.put, this.settings.bindingTtlMs);
-    await this.store.deleteBindings(changes.remove, hb.nodeId);
-    if (previous?.chunkDigest !== record.chunkDigest) await this.store.putChunkKeys(hb.nodeId, chunkKeys);
-    await this.store.putNode(record, hb.roster);
+    // The bindings written and those dropped are different sandboxes.
+    await Promise.all([
+      this.store.putBindings(changes.put, this.settings.bindingTtlMs),
+      this.store.deleteBindings(changes.remove, hb.nodeId),
+      previous?.chunkDigest !== record.chunkDigest
+        ? this.store.putChunkKeys(hb.nodeId, chunkKeys)
+        : undefined,
+    ]);
+    // Heard as it is written: a slow store must not make a fresh heartbeat look old.
+    const heard = { ...record, lastHeartbeatMs: this.clock.now() };
+    await this.store.putNode(heard, hb.roster);
     await this.endReported(hb.nodeId, hb.roster);
-    const drains = await this.store.drains();
-    return { status: nodeStatus(record, drains.get(hb.nodeId), now, this.settings.heartbeatIntervalMs) };
+    return { status: this.statusOf(heard, drains.get(hb.nodeId), heard.lastHeartbeatMs) };
   }
 
   /** Assigned reservations whose sandboxes the node's load now counts. */
   private async endReported(nodeId: string, roster: readonly RosterEntry[]): Promise<void> {
     const listed = new Set(roster.map((e) => e.sandboxId));
-    for (const r of await this.store.listReservations()) {
-      if (r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)))
-        await this.store.takeReservation(r.id);
-    }
+    const ended = (await this.store.listReservations()).filter(
+      (r) => r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)),
+    );
+    await Promise.all(ended.map((r) => this.store.takeReservation(r.id)));
   }
 
   /** Drain: no more placements on the node's current boot. */
@@ -130,7 +159,7 @@ export class Membership {
     const now = this.clock.now();
     const views = nodes.map((node) => ({
       node,
-      status: nodeStatus(node, drains.get(node.nodeId), now, this.settings.heartbeatIntervalMs),
+      status: this.statusOf(node, drains.get(node.nodeId), now),
       reserved: reserved.get(node.nodeId) ?? NO_RESERVATION,
       expected: this.expected.has(node.nodeId),
     }));

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { startCacheKeys } from '@agentenv/protocol/scheduler';
 import type { Clock } from './clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import { nodeStatus } from './health.js';
 import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
 import type { PlacementRequest } from './placement/candidate.js';
@@ -58,9 +58,6 @@ export const REPORT_GRACE_INTERVALS = 3;
 /** Seconds a client should wait after `capacity`: about one start's time. */
 const RETRY_AFTER_SECS = 1;
 
-/** The cache key a template's captured ready state is advertised under (see the node agent). */
-export const templateCacheKey = (templateId: string) => `template/${templateId}`;
-
 /**
  * Placement with reservations: Schedule decides on the nodes' last reports plus everything
  * reserved and not yet assigned, and reserves its choice before answering, so a burst of
@@ -96,10 +93,15 @@ export class Placements {
       preferNodeId ??= bound?.nodeId;
       pauseId ??= bound?.pauseId;
     }
-    const keys = new Set(input.cacheKeys);
-    if (input.templateId) keys.add(templateCacheKey(input.templateId));
-    if (input.snapshotId) keys.add(input.snapshotId);
-    if (pauseId) keys.add(pauseId);
+    // The request's own keys, and those of the captures its ids name (as nodes advertise them).
+    const keys = new Set([
+      ...input.cacheKeys,
+      ...startCacheKeys({
+        ...(input.templateId ? { templateId: input.templateId } : {}),
+        ...(input.snapshotId ? { snapshotId: input.snapshotId } : {}),
+        ...(pauseId ? { pauseId } : {}),
+      }),
+    ]);
     const req: PlacementRequest = {
       resources,
       count,
@@ -202,12 +204,7 @@ export class Placements {
     return {
       nodeId: node.nodeId,
       advertiseUrl: node.advertiseUrl,
-      nodeStatus: nodeStatus(
-        node,
-        drains.get(node.nodeId),
-        this.clock.now(),
-        this.settings.heartbeatIntervalMs,
-      ),
+      nodeStatus: this.membership.statusOf(node, drains.get(node.nodeId)),
       binding,
     };
   }

@@ -1,7 +1,8 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
-import { AENV_BIN } from './cli-fixture.js';
+import { AENV_BIN, aenv } from './cli-fixture.js';
 
 /** A private tmux server, so the test neither sees nor disturbs anybody else's sessions. */
 const SOCKET = `aenv-cli-e2e-${process.pid}`;
@@ -10,15 +11,16 @@ const tmux = (...args: string[]) =>
 const pane = (session: string) => tmux('capture-pane', '-p', '-J', '-t', session);
 
 /** Waits until the pane's text matches, returning the match; fails with the pane's content. */
-async function waitFor(session: string, re: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const text = pane(session);
-    const m = text.match(re);
-    if (m) return m;
-    if (Date.now() > deadline) throw new Error(`pane never matched ${re}:\n${text}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+function waitFor(session: string, re: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
+  return eventually(
+    () => {
+      const text = pane(session);
+      const m = text.match(re);
+      if (!m) throw new Error(`pane never matched ${re}:\n${text}`);
+      return m;
+    },
+    { timeoutMs },
+  );
 }
 
 /** Starts `aenv <args>` in a 120x40 tmux window; the pane then prints the exit code and stays. */
@@ -51,11 +53,14 @@ describe.skipIf(!hasTmux)('interactive shell in tmux', () => {
     await waitFor('cn', /^cols=120 rows=40$/m);
     tmux('resize-window', '-t', 'cn', '-x', '100', '-y', '30');
     // SIGWINCH travels to the remote PTY asynchronously; ask again until it has arrived.
-    for (let i = 0; i < 20 && !/^cols=100 rows=30$/m.test(pane('cn')); i++) {
-      tmux('send-keys', '-t', 'cn', 'clear; echo "cols=$(tput cols) rows=$(tput lines)"', 'Enter');
-      await new Promise((r) => setTimeout(r, 300));
-    }
-    await waitFor('cn', /^cols=100 rows=30$/m);
+    await eventually(
+      () => {
+        if (/^cols=100 rows=30$/m.test(pane('cn'))) return;
+        tmux('send-keys', '-t', 'cn', 'clear; echo "cols=$(tput cols) rows=$(tput lines)"', 'Enter');
+        throw new Error(`the pane never showed the new size:\n${pane('cn')}`);
+      },
+      { intervalMs: 300 },
+    );
 
     tmux('send-keys', '-t', 'cn', 'exit 7', 'Enter');
     await waitFor('cn', /^AENV-EXITED:7$/m);
@@ -74,11 +79,15 @@ describe.skipIf(!hasTmux)('interactive shell in tmux', () => {
     expect(listed).toHaveLength(1);
     const id = listed[0]!.sandboxID;
 
+    // Ctrl-C once the remote program runs: it is the one interrupted, not the prompt.
+    const sleeping = async () =>
+      (await aenv(['exec', id, '--', 'pgrep -x -f "sleep 1000" || true'])).stdout.trim();
     tmux('send-keys', '-t', 'st', 'sleep 1000', 'Enter');
-    await new Promise((r) => setTimeout(r, 500));
+    await eventually(async () => expect(await sleeping()).not.toBe(''));
     tmux('send-keys', '-t', 'st', 'C-c');
     tmux('send-keys', '-t', 'st', 'echo "after=$?"', 'Enter');
     await waitFor('st', /^after=130$/m);
+    expect(await sleeping()).toBe('');
 
     tmux('send-keys', '-t', 'st', 'true', 'Enter');
     tmux('send-keys', '-t', 'st', 'C-d');

@@ -1,5 +1,6 @@
 import { CommandExitError, Sandbox, TimeoutError } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 let envd: EnvdProcess;
@@ -15,8 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await envd?.stop();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('commands through the E2B SDK', () => {
   it('runs a command in the foreground', async () => {
@@ -81,8 +80,7 @@ describe('commands through the E2B SDK', () => {
 
     const seen: string[] = [];
     const second = await sbx.commands.connect(h.pid, { onStdout: (d) => void seen.push(d) });
-    for (let i = 0; i < 100 && seen.length === 0; i++) await sleep(50);
-    expect(seen.join('')).toMatch(/tick \d+/);
+    await eventually(() => expect(seen.join('')).toMatch(/tick \d+/), { intervalMs: 50 });
 
     expect(await sbx.commands.kill(h.pid)).toBe(true);
     const r = await second.wait().catch((e: unknown) => e);
@@ -98,9 +96,10 @@ describe('commands through the E2B SDK', () => {
     const err = await sbx.commands.run('sleep 30; echo late', { timeoutMs: 1000 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(TimeoutError);
     expect(Date.now() - before).toBeLessThan(10_000);
-    await sleep(300);
-    const left = (await sbx.commands.list()).filter((p) => p.args.join(' ').includes('sleep 30'));
-    expect(left).toEqual([]);
+    await eventually(async () => {
+      const left = (await sbx.commands.list()).filter((p) => p.args.join(' ').includes('sleep 30'));
+      expect(left).toEqual([]);
+    });
   });
 
   it('keeps running when the client disconnects', async () => {
@@ -109,14 +108,12 @@ describe('commands through the E2B SDK', () => {
     });
     await h.disconnect();
     expect((await sbx.commands.list()).some((p) => p.pid === h.pid)).toBe(true);
-    for (let i = 0; i < 60; i++) {
-      const r = await sbx.commands.run('cat /tmp/aenv-envd-disconnect 2>/dev/null || true');
-      if (r.stdout === 'survived\n') break;
-      await sleep(100);
-    }
-    expect(
-      (await sbx.commands.run('cat /tmp/aenv-envd-disconnect; rm /tmp/aenv-envd-disconnect')).stdout,
-    ).toBe('survived\n');
+    await eventually(async () =>
+      expect((await sbx.commands.run('cat /tmp/aenv-envd-disconnect 2>/dev/null || true')).stdout).toBe(
+        'survived\n',
+      ),
+    );
+    await sbx.commands.run('rm /tmp/aenv-envd-disconnect');
   });
 
   it('streams output through callbacks as it comes', async () => {
@@ -147,10 +144,7 @@ describe('pty through the E2B SDK', () => {
       user: 'user',
       onData: (d) => void (screen += decoder.decode(d)),
     });
-    const waitFor = async (re: RegExp) => {
-      for (let i = 0; i < 200 && !re.test(screen); i++) await sleep(50);
-      expect(screen).toMatch(re);
-    };
+    const waitFor = (re: RegExp) => eventually(() => expect(screen).toMatch(re), { intervalMs: 50 });
     await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "cols=$(tput cols) me=$(whoami)"\n'));
     await waitFor(/cols=80 me=user/);
     await sbx.pty.resize(term.pid, { cols: 132, rows: 40 });

@@ -15,6 +15,7 @@ import {
 } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fileSignature } from '../../src/file-signature.js';
+import { eventually } from '@agentenv/test-support';
 import { ENVD_URL, type EnvdProcess, initEnvd, startEnvdProcess } from '@agentenv/test-support/envd';
 
 let envd: EnvdProcess;
@@ -22,8 +23,6 @@ let sbx: Sandbox;
 /** A fresh directory for this run; everything the tests write goes under it. */
 let base: string;
 let userIds: { uid: number; gid: number };
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** How many inotify watches envd holds (one per watched directory). */
 async function inotifyWatches(): Promise<number> {
@@ -299,14 +298,15 @@ describe('sbx.files.watchDir', () => {
       recursive: true,
       includeEntry: true,
     });
-    const waitFor = async (type: FilesystemEventType, name: string) => {
-      for (let i = 0; i < 300; i++) {
-        const e = events.find((x) => x.type === type && x.name === name);
-        if (e) return e;
-        await sleep(10);
-      }
-      throw new Error(`no ${type} ${name}; got ${events.map((e) => `${e.type} ${e.name}`).join(', ')}`);
-    };
+    const waitFor = (type: FilesystemEventType, name: string) =>
+      eventually(
+        () => {
+          const e = events.find((x) => x.type === type && x.name === name);
+          if (e) return e;
+          throw new Error(`no ${type} ${name}; got ${events.map((x) => `${x.type} ${x.name}`).join(', ')}`);
+        },
+        { intervalMs: 10 },
+      );
 
     await sbx.files.write(`${d}/existing/a.txt`, 'a');
     const created = await waitFor(FilesystemEventType.CREATE, 'existing/a.txt');
@@ -327,12 +327,11 @@ describe('sbx.files.watchDir', () => {
     expect(await inotifyWatches()).toBe(3); // watch, watch/existing, watch/nested
     await handle.stop();
 
+    // The client went away: every watch is released, so nothing more can be reported.
+    await eventually(async () => expect(await inotifyWatches()).toBe(0));
     const count = events.length;
     await sbx.files.write(`${d}/after-stop.txt`, 'x');
-    await sleep(200);
     expect(events.length).toBe(count);
-    // The client went away: every watch is released.
-    expect(await inotifyWatches()).toBe(0);
   });
 
   it('sends the start event at once and keepalives per Keepalive-Ping-Interval', async () => {
@@ -364,8 +363,7 @@ describe('sbx.files.watchDir', () => {
     expect(messages).toEqual(['{"start":{}}', '{"keepalive":{}}']);
     expect(Date.now() - started).toBeGreaterThanOrEqual(900);
     abort.abort();
-    await sleep(100);
-    expect(await inotifyWatches()).toBe(0);
+    await eventually(async () => expect(await inotifyWatches()).toBe(0));
   });
 
   it('buffers events for the polling watcher RPCs', async () => {
@@ -375,14 +373,16 @@ describe('sbx.files.watchDir', () => {
     expect(created.status).toBe(200);
     const watcherId = created.body.watcherId as string;
     await sbx.files.write(`${d}/polled.txt`, 'x');
-    let events: { name: string; type: string }[] = [];
-    for (let i = 0; i < 100 && !events.some((e) => e.type === 'EVENT_TYPE_CREATE'); i++) {
-      await sleep(20);
-      const got = await connectCall('GetWatcherEvents', { watcherId });
-      expect(got.status).toBe(200);
-      events = events.concat((got.body.events as typeof events | undefined) ?? []);
-    }
-    expect(events).toContainEqual({ name: 'polled.txt', type: 'EVENT_TYPE_CREATE' });
+    const events: { name: string; type: string }[] = [];
+    await eventually(
+      async () => {
+        const got = await connectCall('GetWatcherEvents', { watcherId });
+        expect(got.status).toBe(200);
+        events.push(...((got.body.events as typeof events | undefined) ?? []));
+        expect(events).toContainEqual({ name: 'polled.txt', type: 'EVENT_TYPE_CREATE' });
+      },
+      { intervalMs: 20 },
+    );
     expect((await connectCall('RemoveWatcher', { watcherId })).status).toBe(200);
     expect(await inotifyWatches()).toBe(0);
     const gone = await connectCall('GetWatcherEvents', { watcherId });
@@ -399,8 +399,12 @@ describe('sbx.files.watchDir', () => {
     const handle = await sbx.files.watchDir(d, (e) => void events.push(e));
     await sbx.files.write(`${d}/sub/deep.txt`, 'x');
     await sbx.files.write(`${d}/top.txt`, 'x');
-    for (let i = 0; i < 300 && !events.some((e) => e.name === 'top.txt'); i++) await sleep(10);
-    expect(events.some((e) => e.name === 'top.txt' && e.type === FilesystemEventType.WRITE)).toBe(true);
+    // deep.txt was written first: had it been reported, it would be there by top.txt's WRITE.
+    await eventually(
+      () =>
+        expect(events.some((e) => e.name === 'top.txt' && e.type === FilesystemEventType.WRITE)).toBe(true),
+      { intervalMs: 10 },
+    );
     expect(events.some((e) => e.name.includes('deep'))).toBe(false);
     expect(events.every((e) => e.entry === undefined)).toBe(true);
     await handle.stop();
@@ -412,16 +416,19 @@ describe('sbx.files.watchDir', () => {
 
 describe('signed URLs and access tokens', () => {
   const TOKEN = 'files-e2e-token';
+  /** The SDK's debug-mode client of envd, sending the access token. */
+  const securedSandbox = () =>
+    new Sandbox({
+      sandboxId: 'debug_sandbox_id',
+      envdVersion: '99.99.99',
+      envdAccessToken: TOKEN,
+      debug: true,
+    });
 
   it('accepts the token or a valid signature, and explains refusals', async () => {
     expect((await initEnvd({ accessToken: TOKEN })).status).toBe(204);
     try {
-      const secured = new Sandbox({
-        sandboxId: 'debug_sandbox_id',
-        envdVersion: '99.99.99',
-        envdAccessToken: TOKEN,
-        debug: true,
-      });
+      const secured = securedSandbox();
       const p = `${base}/signed/file.txt`;
 
       // The token in the header works for everything.
@@ -485,12 +492,7 @@ describe('signed URLs and access tokens', () => {
   it('refuses SDK URLs that expired or were tampered with, and keeps the signed user', async () => {
     expect((await initEnvd({ accessToken: TOKEN, defaultUser: 'user' })).status).toBe(204);
     try {
-      const secured = new Sandbox({
-        sandboxId: 'debug_sandbox_id',
-        envdVersion: '99.99.99',
-        envdAccessToken: TOKEN,
-        debug: true,
-      });
+      const secured = securedSandbox();
       const p = `${base}/signed/tamper.txt`;
       await secured.files.write(p, 'secret', { user: 'root' });
 

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildToolsBundle } from '../../scripts/build-tools-bundle.js';
+import { eventually } from '@agentenv/test-support';
 import { initEnvd, startEnvdProcess, type EnvdProcess } from '@agentenv/test-support/envd';
 
 // envd runs on the host as root with its sudo socket in a private directory; the client runs as
@@ -185,27 +186,27 @@ describe('sudo through envd', () => {
   });
 
   it('relays signals to the command, and kills it when the client dies', async () => {
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     // runuser's child is the client.
     const clientOf = (runuser: ChildProcess) =>
       Number(execFileSync('pgrep', ['-P', String(runuser.pid)], { encoding: 'utf8' }).trim());
+    // The commands run under a name of their own, so they are found among the machine's processes.
+    const alive = (marker: string) => spawnSync('pgrep', ['-f', `^${marker}`]).status === 0;
+    const named = (marker: string) => ['bash', '-c', `exec -a ${marker} sleep 30`];
 
-    const first = spawn('runuser', clientArgv('user', ['sleep', '30']));
+    const relayed = `aenv-sudo-relayed-${process.pid}`;
+    const first = spawn('runuser', clientArgv('user', named(relayed)));
     const code = new Promise<number | null>((resolve) => first.once('exit', (c) => resolve(c)));
-    await sleep(1000);
+    await eventually(() => expect(alive(relayed)).toBe(true));
     process.kill(clientOf(first), 'SIGTERM');
     expect(await code).toBe(143);
 
-    const marker = `aenv-sudo-orphan-${process.pid}`;
-    const alive = () => spawnSync('pgrep', ['-f', `^${marker}`]).status === 0;
-    const second = spawn('runuser', clientArgv('user', ['bash', '-c', `exec -a ${marker} sleep 30`]));
+    const orphan = `aenv-sudo-orphan-${process.pid}`;
+    const second = spawn('runuser', clientArgv('user', named(orphan)));
     const ended = new Promise<void>((resolve) => second.once('exit', () => resolve()));
-    await sleep(1000);
-    expect(alive()).toBe(true);
+    await eventually(() => expect(alive(orphan)).toBe(true));
     process.kill(clientOf(second), 'SIGKILL');
     await ended;
-    for (let i = 0; i < 50 && alive(); i++) await sleep(100);
-    expect(alive()).toBe(false);
+    await eventually(() => expect(alive(orphan)).toBe(false));
   });
 
   it('works for processes envd starts, which have no supplementary groups', async () => {

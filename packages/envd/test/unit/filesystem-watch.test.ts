@@ -2,11 +2,11 @@ import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { EventType, type FilesystemEvent } from '@agentenv/protocol';
+import { eventually } from '@agentenv/test-support';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { DirWatcher, WatcherRegistry, checkWatchable } from '../../src/filesystem/watch.js';
 
 const namer = () => ({ user: (uid: number) => `u${uid}`, group: (gid: number) => `g${gid}` });
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let dir: string;
 let watcher: DirWatcher | undefined;
@@ -37,22 +37,31 @@ async function startWatch(opts: { recursive?: boolean; includeEntry?: boolean } 
 }
 
 /** Waits until an event of `type` for `name` (and matching `where`) arrived. */
-async function waitFor(
+function waitFor(
   type: EventType,
   name: string,
   where: (e: FilesystemEvent) => boolean = () => true,
 ): Promise<FilesystemEvent> {
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    const e = events.find((x) => x.type === type && x.name === name && where(x));
-    if (e) return e;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `no ${EventType[type]} ${name}; got ${events.map((x) => `${EventType[x.type]} ${x.name}`)}`,
-      );
-    }
-    await sleep(10);
-  }
+  return eventually(
+    () => {
+      const e = events.find((x) => x.type === type && x.name === name && where(x));
+      if (!e) throw new Error(`no ${EventType[type]} ${name}; got ${summary().join(', ')}`);
+      return e;
+    },
+    { intervalMs: 10 },
+  );
+}
+
+let markers = 0;
+
+/**
+ * Returns once every event caused so far has been reported: all watches share one inotify queue
+ * and batches are processed in order, so a new file's CREATE comes after all of them.
+ */
+async function settled(): Promise<void> {
+  const name = `.settled-${markers++}`;
+  await writeFile(path.join(dir, name), '');
+  await waitFor(EventType.CREATE, name);
 }
 
 const summary = () => events.map((e) => `${EventType[e.type]} ${e.name}`);
@@ -64,10 +73,11 @@ describe('DirWatcher', () => {
     await writeFile(f, 'one');
     const created = await waitFor(EventType.CREATE, 'f.txt');
     expect(created.entry?.path).toBe(f);
-    await sleep(50);
+    // Each change on its own: a change looked at together with the next one is classified by both.
+    await settled();
     await writeFile(f, 'two, longer');
     await waitFor(EventType.WRITE, 'f.txt', (e) => e.entry?.size === 11n);
-    await sleep(50);
+    await settled();
     await chmod(f, 0o600);
     await waitFor(EventType.CHMOD, 'f.txt', (e) => e.entry?.mode === 0o600);
     await rm(f);
@@ -118,13 +128,13 @@ describe('DirWatcher', () => {
     await waitFor(EventType.CREATE, 'a');
     await waitFor(EventType.CREATE, 'a/b');
     await waitFor(EventType.CREATE, 'a/b/c');
-    await sleep(100);
+    await settled();
     expect(summary().filter((s) => s === 'CREATE a/b/c')).toHaveLength(1);
 
     await rm(path.join(dir, 'old'), { recursive: true });
     await waitFor(EventType.REMOVE, 'old');
     await waitFor(EventType.REMOVE, 'old/deep/f');
-    await sleep(100);
+    await settled();
     expect(summary().some((s) => s.endsWith('old/old') || s.endsWith('deep/deep'))).toBe(false);
     expect(watcher!.watchedDirectories).toBe(5); // root, new, a, a/b, a/b/c
   });
@@ -156,12 +166,14 @@ describe('WatcherRegistry', () => {
     const id = await registry.create(dir, { recursive: false, includeEntry: false, namer });
     expect(id).toMatch(/^w/);
     await writeFile(path.join(dir, 'a'), 'x');
-    let drained: FilesystemEvent[] = [];
-    for (let i = 0; i < 100 && drained.length === 0; i++) {
-      await sleep(10);
-      drained = registry.drain(id);
-    }
-    expect(drained.map((e) => e.name)).toContain('a');
+    const drained: FilesystemEvent[] = [];
+    await eventually(
+      () => {
+        drained.push(...registry.drain(id));
+        expect(drained.map((e) => e.name)).toContain('a');
+      },
+      { intervalMs: 10 },
+    );
     expect(registry.drain(id)).toEqual([]);
     registry.remove(id);
     expect(() => registry.drain(id)).toThrow(/not found/);

@@ -151,7 +151,8 @@ export class ConnectScheduler implements Scheduler {
           snapshotId: hint.snapshotId ?? '',
           pauseId: hint.pauseId ?? '',
           sandboxId: hint.sandboxId ?? '',
-          cacheKeys: [hint.pauseId, hint.snapshotId, hint.templateId].filter((k): k is string => !!k),
+          // The scheduler derives the captures' cache keys from these ids (startCacheKeys).
+          cacheKeys: [],
           resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMB ?? 0 },
           excludeNodeIds: hint.excludeNodes ?? [],
         },

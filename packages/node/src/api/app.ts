@@ -2,24 +2,35 @@ import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { isDashboardPage, type LifecycleActivity } from '@agentenv/dashboard';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { checkApiKey } from '@agentenv/common';
+import { checkApiKey, DomainError, notFound } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
-import { routeRequest, signedFilesRoute, type SandboxProxy, type SandboxRoute } from '../proxy/index.js';
+import {
+  errorResponseText,
+  routeRequest,
+  sendError,
+  signedFilesRoute,
+  type SandboxProxy,
+  type SandboxRoute,
+} from '../proxy/index.js';
 import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { errorHandler } from './errors.js';
 import { createEdgeServer, tlsFiles } from '@agentenv/common';
 import {
+  dashboardRoutes,
   eventRoutes,
+  nodeStatusBody,
   sandboxRoutes,
   snapshotRoutes,
   systemRoutes,
   templateRoutes,
   type SandboxRoutesOptions,
 } from './routes/index.js';
+import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 import type { SandboxEventLog } from '../cluster/index.js';
 import {
   VOLUME_CONTENT_PREFIX,
@@ -42,6 +53,11 @@ export interface AppDeps {
   logger: Logger;
   version: string;
   volumes: VolumeStore;
+  /**
+   * What the dashboard shows beyond the public API: recent operations, the capture catalogue.
+   * Without it the node serves no dashboard (an app built for unit tests of the API).
+   */
+  dashboard?: { activity: LifecycleActivity; store: SnapshotStore; cache: RuntimeCache };
 }
 
 /** Paths that answer without an API key. */
@@ -64,14 +80,18 @@ export async function buildApp(
   const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createEdgeServer((req, res) => {
       const route = sandboxRoute(req);
-      if (route === 'no-match') sendUnsigned(res);
+      // A signed /files URL that no sandbox's token produced: what envd answers for a forged one.
+      if (route === 'no-match') sendError(res, new DomainError('unauthorized', 'invalid signature'));
       else if (route) void deps.proxy.handle(route, req, res);
       else handler(req, res);
     }, tlsFiles(deps.config));
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
       const route = routeRequest(req.url ?? '/', req.headers, domains);
       if (route) void deps.proxy.upgrade(route, req, socket, head);
-      else socket.end('HTTP/1.1 404 Not Found\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      else
+        socket.end(
+          errorResponseText(notFound(`no route for an upgrade of ${(req.url ?? '/').split('?')[0]}`)),
+        );
     });
     // Proxied streams and long operations (fork, pause of big sandboxes) are not cut off there.
     return server;
@@ -99,14 +119,13 @@ export async function buildApp(
   });
 
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => {
-    void reply
-      .status(404)
-      .send({ code: 404, message: `no route for ${req.method} ${req.url.split('?')[0]}` });
+  app.setNotFoundHandler((req) => {
+    throw notFound(`no route for ${req.method} ${req.url.split('?')[0]}`);
   });
   app.addHook('onRequest', async (req) => {
+    const pathname = req.url.split('?')[0]!;
     // The content API is authorised by each volume's own token (volumes/routes.ts).
-    if (OPEN.has(req.url.split('?')[0]!) || req.url.startsWith(VOLUME_CONTENT_PREFIX)) return;
+    if (OPEN.has(pathname) || isDashboardPage(pathname) || pathname.startsWith(VOLUME_CONTENT_PREFIX)) return;
     checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -146,13 +165,16 @@ export async function buildApp(
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
   });
+  if (deps.dashboard) {
+    await app.register(dashboardRoutes, {
+      orchestrator: deps.orchestrator,
+      activity: deps.dashboard.activity,
+      events: deps.events,
+      nodeStatus: () => nodeStatusBody(deps),
+      snapshots: deps.dashboard,
+      usage: deps.usage,
+    });
+  }
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   return app;
-}
-
-/** A signed /files URL that no sandbox's token produced: what envd answers for a forged one. */
-function sendUnsigned(res: ServerResponse): void {
-  const body = JSON.stringify({ code: 401, message: 'invalid signature' });
-  res.writeHead(401, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
 }

@@ -5,7 +5,13 @@ import { SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/sc
 import { fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import type { Logger } from 'pino';
 import type { SandboxEvent, SandboxEventLog } from './sandbox-events.js';
-import { heartbeatRequest, type HostStats, type NodeIdentity, type RosterSource } from './report.js';
+import {
+  heartbeatRequest,
+  type HostStats,
+  type NodeIdentity,
+  type P2pReport,
+  type RosterSource,
+} from './report.js';
 
 export interface ClusterAgentDeps {
   client: SchedulerClient;
@@ -14,6 +20,7 @@ export interface ClusterAgentDeps {
   records: () => readonly RosterSource[];
   host: () => Promise<HostStats>;
   cacheKeys: () => Promise<string[]>;
+  p2p?: () => Promise<P2pReport>;
   events: SandboxEventLog;
   logger: Logger;
   /** Until the scheduler names its own interval. */
@@ -59,11 +66,15 @@ export class ClusterAgent {
     this.offEvents = d.events.onEvent((e) => this.queue(e));
   }
 
-  /** Heartbeats now and then every interval until stop(). */
+  /**
+   * Heartbeats now and then every interval until stop(), counted from each heartbeat's start: a
+   * slow answer must not stretch the gaps the scheduler judges the node's health by.
+   */
   start(): void {
     const tick = () => {
+      const t0 = Date.now();
       void this.beat().finally(() => {
-        if (!this.stopped) this.timer = setTimeout(tick, this.intervalMs);
+        if (!this.stopped) this.timer = setTimeout(tick, Math.max(0, this.intervalMs - (Date.now() - t0)));
       });
     };
     tick();
@@ -105,6 +116,7 @@ export class ClusterAgent {
         host: await this.d.host(),
         limits: this.d.limits,
         cacheKeys: await this.d.cacheKeys(),
+        ...(this.d.p2p && { p2p: await this.d.p2p() }),
       });
       const res = await this.d.client.heartbeat(req, { timeoutMs: 5000 });
       if (res.intervalMs >= 100) this.intervalMs = res.intervalMs;

@@ -1,3 +1,5 @@
+import { captureKey } from '@agentenv/protocol/scheduler';
+
 /** What the cache keys need of the runtime cache and the repository's records. */
 export interface CacheSource {
   stats(): { entries: readonly { id: string }[] };
@@ -8,11 +10,17 @@ export interface RecordSource {
   ): Promise<{ labels: Readonly<Record<string, string>>; meta: Readonly<Record<string, unknown>> }>;
 }
 
+/** What the kinds of repository records keep of their names (templates, snapshots). */
+interface NamedMeta {
+  template?: { names?: string[] };
+  info?: { names?: string[] };
+}
+
 /**
- * The keys a node advertises for the captures in its runtime cache: each repository record id
- * (snapshot, pause, template build), and for a built template also `template/<id>` and
- * `template/<name>` for each of its names, which is what a create names. Records never change,
- * so each is read once.
+ * The keys a node advertises for the captures in its runtime cache (`captureKey`, shared with the
+ * scheduler): a built template by its id and each of its names, a snapshot by its id and each of
+ * its names, a pause by its id. Records never change, so each is read once; one that cannot be
+ * read yet is advertised under no key and read again next time.
  */
 export class CacheKeys {
   private readonly known = new Map<string, string[]>();
@@ -23,18 +31,16 @@ export class CacheKeys {
   ) {}
 
   async current(): Promise<string[]> {
-    const ids = this.cache.stats().entries.map((e) => e.id);
-    for (const k of this.known.keys()) if (!ids.includes(k)) this.known.delete(k);
+    const ids = new Set(this.cache.stats().entries.map((e) => e.id));
+    for (const k of this.known.keys()) if (!ids.has(k)) this.known.delete(k);
     const out = new Set<string>();
     for (const id of ids) {
       let keys = this.known.get(id);
       if (!keys) {
-        const derived = await this.derive(id);
-        // An unreadable record is looked at again next time.
-        if (derived) this.known.set(id, derived);
-        keys = derived ?? [id];
+        keys = await this.derive(id);
+        if (keys) this.known.set(id, keys);
       }
-      for (const k of keys) out.add(k);
+      for (const k of keys ?? []) out.add(k);
     }
     return [...out];
   }
@@ -42,9 +48,18 @@ export class CacheKeys {
   private async derive(id: string): Promise<string[] | undefined> {
     const r = await this.records.getRecord(id).catch(() => undefined);
     if (!r) return undefined;
-    if (r.labels.kind !== 'template') return [id];
-    const names = (r.meta as { template?: { names?: string[] } }).template?.names ?? [];
-    const templateId = r.labels.templateId;
-    return [id, ...(templateId ? [`template/${templateId}`] : []), ...names.map((n) => `template/${n}`)];
+    const meta = r.meta as NamedMeta;
+    switch (r.labels.kind) {
+      case 'template': {
+        const ids = [r.labels.templateId, ...(meta.template?.names ?? [])].filter((n): n is string => !!n);
+        return ids.map(captureKey.template);
+      }
+      case 'snapshot':
+        return [id, ...(meta.info?.names ?? [])].map(captureKey.snapshot);
+      case 'pause':
+        return [captureKey.pause(id)];
+      default:
+        return [];
+    }
   }
 }

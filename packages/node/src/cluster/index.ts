@@ -23,11 +23,21 @@ export interface ClusterJoinOptions {
   repository: RecordSource;
   events: SandboxEventLog;
   logger: Logger;
+  /** With P2P on: the endpoint and chunks to advertise. */
+  p2p?: {
+    endpointId: string;
+    addresses: readonly string[];
+    chunkKeys(limit: number): Promise<string[]>;
+  } | null;
 }
+
+/** Chunk keys per heartbeat: what the scheduler indexes per node. */
+const CHUNK_KEYS = 4096;
 
 /** The agent of a node that joins the cluster behind `schedulerUrl` (started by the caller). */
 export function clusterAgent(o: ClusterJoinOptions): ClusterAgent {
   const keys = new CacheKeys(o.cache, o.repository);
+  const p2p = o.p2p;
   return new ClusterAgent({
     client: createSchedulerClient({ url: o.schedulerUrl, apiKey: o.apiKey }),
     identity: { nodeId: o.nodeId, clusterId: o.clusterId, advertiseUrl: o.advertiseUrl, version: o.version },
@@ -35,6 +45,13 @@ export function clusterAgent(o: ClusterJoinOptions): ClusterAgent {
     records: o.records,
     host: hostStats,
     cacheKeys: () => keys.current(),
+    ...(p2p && {
+      p2p: async () => ({
+        endpointId: p2p.endpointId,
+        addresses: [...p2p.addresses],
+        chunkKeys: await p2p.chunkKeys(CHUNK_KEYS),
+      }),
+    }),
     events: o.events,
     logger: o.logger.child({ component: 'cluster' }),
   });

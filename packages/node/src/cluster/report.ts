@@ -34,6 +34,14 @@ export interface ReportInput {
   host: HostStats;
   limits: { maxSandboxes: number; maxConcurrentStarts: number };
   cacheKeys: string[];
+  /** With P2P on: this node's endpoint and a sample of the chunks it serves. */
+  p2p?: P2pReport;
+}
+
+export interface P2pReport {
+  endpointId: string;
+  addresses: string[];
+  chunkKeys: string[];
 }
 
 const STATE: Record<string, SandboxState> = {
@@ -84,5 +92,9 @@ export function heartbeatRequest(r: ReportInput): MessageInitShape<typeof Heartb
       memoryMib: s.memoryMB,
     })),
     cacheKeys: r.cacheKeys,
+    ...(r.p2p && {
+      p2p: { endpointId: r.p2p.endpointId, addresses: r.p2p.addresses },
+      chunkKeys: r.p2p.chunkKeys,
+    }),
   };
 }

@@ -22,19 +22,16 @@ export class SandboxEventLog {
   private readonly bySandbox = new Map<string, SandboxEvent[]>();
   private readonly listeners = new Set<(e: SandboxEvent) => void>();
 
-  constructor(
-    private readonly nodeId: string,
-    private readonly now: () => Date = () => new Date(),
-  ) {}
+  constructor(private readonly nodeId: string) {}
 
   record(e: LifecycleEvent): SandboxEvent {
     const event: SandboxEvent = {
       type: e.type,
       sandboxID: e.sandboxId,
       nodeID: this.nodeId,
-      reason: e.reason ?? '',
-      details: e.details ?? {},
-      timestamp: this.now().toISOString(),
+      reason: e.reason,
+      details: { ...e.details },
+      timestamp: new Date(e.at).toISOString(),
     };
     const list = this.bySandbox.get(e.sandboxId) ?? [];
     list.push(event);
@@ -58,12 +55,10 @@ export class SandboxEventLog {
     return () => void this.listeners.delete(listener);
   }
 
-  /** `observer` (the metrics) plus this log as the orchestrator's one observer. */
-  observing(observer: LifecycleObserver): LifecycleObserver {
-    return {
-      stage: (name, ms) => observer.stage(name, ms),
-      failed: (name) => observer.failed(name),
-      event: (e) => void this.record(e),
-    };
-  }
+  /** This log as one of the orchestrator's observers (beside the metrics; see `observeAll`). */
+  readonly observer: LifecycleObserver = {
+    stage: () => undefined,
+    failed: () => undefined,
+    event: (e) => void this.record(e),
+  };
 }

@@ -1,2 +1,2 @@
-export { ConfigError, loadConfig, parseListenAddress } from './load.js';
+export { ConfigError, defaults, loadConfig, parseListenAddress } from './load.js';
 export type { NodeConfig } from './schema.js';

@@ -55,9 +55,27 @@ export function defaults(env: Env): NodeConfig {
       hostRange: '10.201.0.0/16',
       nodeTag: 'n0',
     },
+    p2p: {
+      enabled: false,
+      bindAddrs: ['0.0.0.0:9092'],
+      peers: [],
+      perPeerLimit: 8,
+      requestTimeoutMs: 10_000,
+      penaltySecs: 60,
+    },
     nodeIdentity: { nodeId: env.HOSTNAME || hostname(), clusterId: 'default' },
     cluster: {},
   };
+}
+
+/** The key in AENV_API_KEY_FILE (a mounted secret), as the scheduler and the gateway read it. */
+function apiKeyFile(file: string | undefined): string | undefined {
+  if (!file) return undefined;
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`);
+  }
 }
 
 /** Environment variables (AGENTENV-API.md §3) as a partial config. */
@@ -71,7 +89,8 @@ export function envOverrides(env: Env): Json {
   if (env.API_ADDR) set(['apiAddr'], env.API_ADDR);
   if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
   if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
-  if (env.AENV_API_KEY) set(['apiKey'], env.AENV_API_KEY);
+  const apiKey = env.AENV_API_KEY || apiKeyFile(env.AENV_API_KEY_FILE);
+  if (apiKey) set(['apiKey'], apiKey);
   if (env.AENV_TLS_CERT) set(['tlsCert'], env.AENV_TLS_CERT);
   if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
@@ -91,6 +110,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
+  if (env.AENV_P2P_ENABLED) set(['p2p', 'enabled'], /^(1|true|yes|on)$/i.test(env.AENV_P2P_ENABLED));
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
   if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
   const scheduler = env.AENV_SCHEDULER_URL || env.AENV_OBSERVABILITY_SCHEDULER_ENDPOINT;

@@ -15,7 +15,9 @@ export const NodeConfigSchema = Type.Object({
   tlsCert: Type.Optional(Type.String({ minLength: 1 })),
   tlsKey: Type.Optional(Type.String({ minLength: 1 })),
   runtime: Type.Object({
+    /** `firecracker` parses, but the node refuses to start with it until a driver exists. */
     driver: Type.Union([Type.Literal('gvisor'), Type.Literal('firecracker')]),
+    /** KVM or PVM for Firecracker microVMs; gVisor needs no virtualisation and ignores it. */
     virtualizationMode: Type.Union([Type.Literal('kvm'), Type.Literal('pvm')]),
   }),
   orchestrator: Type.Object({
@@ -55,6 +57,18 @@ export const NodeConfigSchema = Type.Object({
     hostRange: Cidr,
     /** Tag in this node's namespace, link and chain names; unique per node process on a machine. */
     nodeTag: Type.String({ pattern: '^[a-z0-9]{1,6}$' }),
+  }),
+  /** Node-to-node chunk exchange over iroh (off by default; see p2p/). */
+  p2p: Type.Object({
+    enabled: Type.Boolean(),
+    /** `ip:port` sockets the endpoint binds (one per address family at most). */
+    bindAddrs: Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 2 }),
+    /** Static peers, `<endpoint id>@<ip:port>[,<ip:port>…]`, used without a scheduler. */
+    peers: Type.Array(Type.String({ minLength: 1 })),
+    perPeerLimit: Type.Integer({ minimum: 1, maximum: 256 }),
+    requestTimeoutMs: Type.Integer({ minimum: 100, maximum: 600_000 }),
+    /** How long a peer that failed or sent wrong bytes is left out. */
+    penaltySecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
   }),
   nodeIdentity: Type.Object({
     nodeId: Type.String({ minLength: 1 }),

@@ -1,5 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LifecycleObserver, SandboxState } from '../orchestrator/index.js';
+import type { LifecycleEvent, LifecycleObserver, SandboxState } from '../orchestrator/index.js';
 
 /** The node's Prometheus metrics (GET /metrics). */
 export class NodeMetrics implements LifecycleObserver {
@@ -22,6 +22,13 @@ export class NodeMetrics implements LifecycleObserver {
     name: 'aenv_lifecycle_failures_total',
     help: 'Failed sandbox lifecycle operations',
     labelNames: ['stage'] as const,
+    registers: [this.registry],
+  });
+
+  private readonly events = new Counter({
+    name: 'aenv_lifecycle_events_total',
+    help: 'Sandbox lifecycle events by type and reason',
+    labelNames: ['type', 'reason'] as const,
     registers: [this.registry],
   });
 
@@ -56,5 +63,9 @@ export class NodeMetrics implements LifecycleObserver {
 
   failed(name: string): void {
     this.failures.inc({ stage: name });
+  }
+
+  event(e: LifecycleEvent): void {
+    this.events.inc({ type: e.type, reason: e.reason });
   }
 }

@@ -1,3 +1,5 @@
+import { codedError, type DomainErrorKind } from '@agentenv/common';
+
 /**
  * Why a network operation failed. Callers branch on `code` (the API maps the validation codes to a
  * 400); the message is written for a human reading a log or an API error body.
@@ -24,14 +26,23 @@ export type NetworkErrorCode =
   /** The process lacks the privileges namespaces and iptables need. */
   | 'NOT_ROOT';
 
-export class NetworkError extends Error {
-  override readonly name = 'NetworkError';
+/** What each code is for a client: bad rules are the request's fault, the rest the node's. */
+export const NETWORK_ERROR_KIND: Readonly<Record<NetworkErrorCode, DomainErrorKind>> = {
+  INVALID_CIDR: 'invalid',
+  DOMAIN_NOT_SUPPORTED: 'invalid',
+  INVALID_CONFIG: 'internal',
+  MISSING_BINARY: 'internal',
+  COMMAND_FAILED: 'internal',
+  EXHAUSTED: 'unavailable',
+  RANGE_IN_USE: 'internal',
+  UNKNOWN_SLOT: 'internal',
+  SHUT_DOWN: 'unavailable',
+  NOT_ROOT: 'internal',
+};
 
-  constructor(
-    readonly code: NetworkErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
+/** Every host-side address is in use: sandboxes end and free theirs, so try again in a while. */
+const RETRY_AFTER: Partial<Record<NetworkErrorCode, number>> = { EXHAUSTED: 5 };
+
+export class NetworkError extends codedError(NETWORK_ERROR_KIND, RETRY_AFTER) {
+  override readonly name = 'NetworkError';
 }

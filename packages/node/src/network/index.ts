@@ -18,7 +18,7 @@ export type { NetworkLogger } from './context.js';
 export { defaultEgress, normalizeEgressEntry, sameEgress, validateEgressRules } from './egress.js';
 export { needsProcSysNetWorkaround } from './environment.js';
 export type { NetworkEnvironment } from './environment.js';
-export { NetworkError } from './errors.js';
+export { NetworkError, NETWORK_ERROR_KIND } from './errors.js';
 export type { NetworkErrorCode } from './errors.js';
 export { ManagedSlot } from './managed-slot.js';
 export { NetworkManager } from './manager.js';

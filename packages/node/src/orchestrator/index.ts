@@ -1,17 +1,50 @@
-export { Orchestrator, type CreateSandboxInput, type OrchestratorDeps } from './orchestrator.js';
-export { SandboxWarmPool, type PooledSandbox } from './warm-pool.js';
-export { isTransient, visibleState, type SandboxState, type Operation } from './states.js';
-export type { SandboxRecord } from './record.js';
-export type { LifecycleEvent, LifecycleEventType, LifecycleObserver } from './observer.js';
+export { Orchestrator } from './orchestrator.js';
+export type { OrchestratorDeps, EndTimeMode } from './core.js';
+export type { CreateSandboxInput } from './create.js';
+export type { ForkResult } from './capture.js';
+export { SandboxWarmPool, type PooledSandbox, type WarmPoolOptions } from './warm-pool.js';
+export { isTransient, visibleState, SANDBOX_STATES, type SandboxState, type Operation } from './states.js';
+export {
+  readSandboxRecord,
+  SandboxRecordError,
+  SANDBOX_RECORD_VERSION,
+  type SandboxRecord,
+} from './record.js';
+export {
+  observeAll,
+  type LifecycleEvent,
+  type LifecycleEventType,
+  type LifecycleObserver,
+  type LifecycleReason,
+} from './observer.js';
+export {
+  Admission,
+  maxSandboxes,
+  maxStartsInFlight,
+  notWhileStopping,
+  type AdmissionMeasure,
+  type AdmissionRequest,
+  type AdmissionTicket,
+  type NodeLoad,
+} from './admission.js';
+export { ActivityTracker } from './activity.js';
+export { BackgroundWork, type BackgroundTask } from './background.js';
+export { hasExpired } from './expiry.js';
+export { recoveryOf } from './recovery.js';
+export { procMeminfo } from './host-memory.js';
 export type {
   BootSpec,
+  CaptureDirs,
+  CaptureKind,
+  HostMemory,
   PauseRepository,
   ResolvedTemplate,
+  SandboxRecordStore,
   SandboxSource,
   SlotProvider,
   SnapshotCatalog,
   SnapshotInfo,
   SourceResolver,
 } from './seams.js';
-export { SandboxStore, RepositoryPauses } from './persistence/index.js';
+export { SandboxStore, RepositoryPauses, LocalCaptureDirs } from './persistence/index.js';
 export { logLine, queryLogs, type SandboxLogEntry } from './sandbox-logs.js';

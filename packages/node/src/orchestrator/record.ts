@@ -1,9 +1,20 @@
+import { DomainError } from '@agentenv/common';
 import type { EgressRules } from '../network/index.js';
 import type { SandboxHandle } from '../runtime/index.js';
-import type { SandboxState } from './states.js';
+import { SANDBOX_STATES, type SandboxState } from './states.js';
+
+/**
+ * The version of the record format this node writes. Records are read by other nodes (a pause in
+ * the shared repository carries one) and by later versions of this node (the SQLite store), so a
+ * change that an older reader would misread takes a new version; fields that may be absent can be
+ * added without one.
+ */
+export const SANDBOX_RECORD_VERSION = 1;
 
 /** Everything the node keeps about one sandbox; persisted so paused sandboxes survive restarts. */
 export interface SandboxRecord {
+  /** The record format (SANDBOX_RECORD_VERSION when written by this node). */
+  version: number;
   sandboxId: string;
   templateId: string;
   alias?: string;
@@ -37,4 +48,44 @@ export interface SandboxRecord {
    * resume from while paused, and the parent of the next pause while running.
    */
   pauseId?: string;
+}
+
+/** A stored record this node cannot read: written by a newer node, or damaged. */
+export class SandboxRecordError extends DomainError {
+  override readonly name = 'SandboxRecordError';
+  constructor(message: string) {
+    super('conflict', message);
+  }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const REQUIRED_STRINGS = ['sandboxId', 'templateId', 'startedAt', 'endAt', 'envdVersion'] as const;
+const REQUIRED_NUMBERS = ['cpuCount', 'memoryMB', 'diskSizeMB'] as const;
+
+/**
+ * A record read back from storage (`where` names it in errors). Records from before versioning
+ * are version 1; a version above this node's is refused, since its fields may mean something
+ * this node does not know.
+ */
+export function readSandboxRecord(value: unknown, where: string): SandboxRecord {
+  if (!isObject(value)) throw new SandboxRecordError(`${where}: not a sandbox record`);
+  const version = value.version ?? 1;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1)
+    throw new SandboxRecordError(`${where}: bad record version ${JSON.stringify(version)}`);
+  if (version > SANDBOX_RECORD_VERSION) {
+    throw new SandboxRecordError(
+      `${where} has record version ${version}, newer than this node reads (${SANDBOX_RECORD_VERSION}): ` +
+        'it was written by a newer AgentENV node; upgrade this node to use it',
+    );
+  }
+  for (const k of REQUIRED_STRINGS)
+    if (typeof value[k] !== 'string') throw new SandboxRecordError(`${where}: missing ${k}`);
+  for (const k of REQUIRED_NUMBERS)
+    if (typeof value[k] !== 'number') throw new SandboxRecordError(`${where}: missing ${k}`);
+  if (!SANDBOX_STATES.includes(value.state as SandboxState))
+    throw new SandboxRecordError(`${where}: unknown state ${JSON.stringify(value.state)}`);
+  if (!isObject(value.egress)) throw new SandboxRecordError(`${where}: missing egress`);
+  return { ...(value as unknown as SandboxRecord), version };
 }

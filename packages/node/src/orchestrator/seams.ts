@@ -2,6 +2,7 @@ import type { Credentials } from '../image/index.js';
 import type { EgressRules, NetSlot } from '../network/index.js';
 import type { Capture, Resources, StartRequest } from '../runtime/index.js';
 import type { SandboxRecord } from './record.js';
+import type { SandboxState } from './states.js';
 
 /** How a sandbox boots when there is no captured ready state (a cold start from an image). */
 export type BootSpec = Omit<StartRequest, 'resources' | 'net'>;
@@ -115,4 +116,43 @@ export interface PauseRepository {
   drop(pauseId: string): Promise<void>;
   /** The newest pause of a sandbox that another node paused, with the record it had then. */
   findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined>;
+}
+
+/**
+ * The node's sandbox records (persistence/ keeps them in SQLite). Synchronous: a state change is
+ * one compare-and-set, so two operations on a sandbox can never both win.
+ */
+export interface SandboxRecordStore {
+  insert(rec: SandboxRecord): void;
+  /** Writes `rec` only if the stored state is still `expected`; false otherwise. */
+  compareAndSet(rec: SandboxRecord, expected: SandboxState): boolean;
+  /** Overwrites fields that do not change the state (end time, metadata), if the state is rec's. */
+  update(rec: SandboxRecord): void;
+  get(id: string): SandboxRecord | undefined;
+  delete(id: string): void;
+  /** Newest first. */
+  all(): SandboxRecord[];
+}
+
+export type CaptureKind = 'pause' | 'snapshot' | 'fork';
+
+/**
+ * Directories on this node's disk where captures are written (pauses until the repository and
+ * the cache hold them; snapshots and forks until stored or restored from).
+ */
+export interface CaptureDirs {
+  /** A fresh path for a capture of the sandbox; the driver creates it. */
+  allocate(sandboxId: string, kind: CaptureKind): string;
+  /** Whether `dir` holds a complete capture (capture.json, written last, is there). */
+  complete(dir: string): boolean;
+  /** Removes one capture directory; a missing one is fine. */
+  remove(dir: string): Promise<void>;
+  /** Removes every capture of the sandbox. */
+  removeAll(sandboxId: string): Promise<void>;
+}
+
+/** The host's memory as admission and the warm pool see it. */
+export interface HostMemory {
+  /** Bytes the kernel can give to new sandboxes without swapping (MemAvailable). */
+  availableBytes(): Promise<number>;
 }

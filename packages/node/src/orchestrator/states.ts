@@ -1,6 +1,16 @@
 /** Sandbox lifecycle states (ARCHITECTURE.md). Only running and paused are visible to E2B clients. */
-export type SandboxState =
-  'creating' | 'running' | 'snapshotting' | 'forking' | 'pausing' | 'paused' | 'resuming' | 'killing';
+export const SANDBOX_STATES = [
+  'creating',
+  'running',
+  'snapshotting',
+  'forking',
+  'pausing',
+  'paused',
+  'resuming',
+  'killing',
+] as const;
+
+export type SandboxState = (typeof SANDBOX_STATES)[number];
 
 export type Operation = 'pause' | 'resume' | 'snapshot' | 'fork' | 'kill';
 

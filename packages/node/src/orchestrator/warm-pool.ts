@@ -1,9 +1,7 @@
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { NetSlot } from '../network/index.js';
 import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/index.js';
-import type { ResolvedTemplate, SlotProvider } from './seams.js';
+import type { CaptureDirs, HostMemory, ResolvedTemplate, SlotProvider } from './seams.js';
 
 export interface PooledSandbox {
   handle: SandboxHandle;
@@ -13,9 +11,16 @@ export interface PooledSandbox {
 /** Memory to leave free for running sandboxes before the pool takes more (bytes). */
 const RESERVE_BYTES = 2 * 2 ** 30;
 
-async function availableMemory(): Promise<number> {
-  const text = await readFile('/proc/meminfo', 'utf8');
-  return Number(/^MemAvailable:\s+(\d+)/m.exec(text)?.[1] ?? 0) * 1024;
+export interface WarmPoolOptions {
+  /** Waiting sandboxes per template; 0 turns the pool off. */
+  size: number;
+  driver: RuntimeDriver;
+  slots: SlotProvider;
+  /** Refills stop while the host has less than a reserve plus a sandbox's memory available. */
+  memory: HostMemory;
+  /** Whether a template's capture is still there (a deleted template's cache entry is gone). */
+  captures: Pick<CaptureDirs, 'complete'>;
+  logger: Logger;
 }
 
 /**
@@ -28,14 +33,7 @@ export class SandboxWarmPool {
   private readonly filling = new Set<string>();
   private closed = false;
 
-  constructor(
-    private readonly opts: {
-      size: number;
-      driver: RuntimeDriver;
-      slots: SlotProvider;
-      logger: Logger;
-    },
-  ) {}
+  constructor(private readonly opts: WarmPoolOptions) {}
 
   /** A waiting sandbox of the template, if any; starts a refill either way. */
   take(template: ResolvedTemplate): PooledSandbox | undefined {
@@ -60,7 +58,8 @@ export class SandboxWarmPool {
     const list = this.ready.get(poolKey(template)) ?? [];
     this.ready.set(poolKey(template), list);
     while (!this.closed && list.length < this.opts.size) {
-      if ((await availableMemory()) < RESERVE_BYTES + template.defaults.memoryMB * 2 ** 20) return;
+      if ((await this.opts.memory.availableBytes()) < RESERVE_BYTES + template.defaults.memoryMB * 2 ** 20)
+        return;
       const slot = await this.opts.slots.acquire({ allowInternet: true, allowOut: [], denyOut: [] });
       try {
         const handle = await this.opts.driver.restore({
@@ -108,7 +107,7 @@ export class SandboxWarmPool {
     for (const [key, list] of this.ready) {
       if (key === poolKey(current) || this.filling.has(key)) continue;
       const at = key.indexOf('@');
-      if (key.slice(0, at) !== current.templateId && existsSync(key.slice(at + 1))) continue;
+      if (key.slice(0, at) !== current.templateId && this.opts.captures.complete(key.slice(at + 1))) continue;
       this.ready.delete(key);
       void this.discard(list);
     }

@@ -1,14 +1,37 @@
-import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  Agent,
+  request,
+  STATUS_CODES,
+  type ClientRequest,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { forwardHeaders, safeEqual, type SandboxRoute } from '@agentenv/common';
+import {
+  DomainError,
+  errorBody,
+  errorHeaders,
+  forwardHeaders,
+  safeEqual,
+  type SandboxRoute,
+} from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 
 /** Proxy auto-resume guarantees at least this much life (AGENTENV-API.md §2). */
 const AUTO_RESUME_SECS = 300;
 
-type Outcome = { address: string } | { status: number; body: Record<string, unknown> };
+/** What the proxy needs of the orchestrator. */
+export type ProxyTargets = Pick<Orchestrator, 'find' | 'settled' | 'connect' | 'target' | 'activity'>;
+
+/**
+ * E2B's answer for traffic to a sandbox that is unknown, gone or paused without auto-resume
+ * (E2B-COMPAT.md §1): the SDK's isRunning() reads it as "not running".
+ */
+export function sandboxNotFound(sandboxId: string): DomainError {
+  return new DomainError('bad_gateway', 'The sandbox was not found', undefined, { details: { sandboxId } });
+}
 
 /**
  * Sandbox traffic: forwards HTTP (streamed both ways, SSE included) and WebSocket upgrades to
@@ -20,7 +43,7 @@ export class SandboxProxy {
   private readonly upgraded = new Map<string, Set<Socket>>();
 
   constructor(
-    private readonly orch: Orchestrator,
+    private readonly orch: ProxyTargets,
     private readonly logger: Logger,
   ) {}
 
@@ -39,48 +62,54 @@ export class SandboxProxy {
     this.upgraded.delete(id);
   }
 
-  private async resolve(route: SandboxRoute, headers: IncomingMessage['headers']): Promise<Outcome> {
-    const notFound = {
-      status: 502,
-      body: { sandboxId: route.sandboxId, message: 'The sandbox was not found', code: 502 },
-    };
-    if (!route.sandboxId || !route.port) {
-      return {
-        status: 400,
-        body: { code: 400, message: 'sandbox routing needs a sandbox id and a port (1-65535)' },
-      };
-    }
+  /**
+   * Where a request for `route` goes: the running sandbox's host-side address. Waits for an
+   * operation under way; resumes a paused sandbox with autoResume. Throws the answer otherwise
+   * (a DomainError: unknown or paused sandbox, bad routing, a missing traffic token, or why the
+   * auto-resume was refused).
+   */
+  async resolve(route: SandboxRoute, headers: IncomingMessage['headers']): Promise<{ address: string }> {
+    if (!route.sandboxId || !route.port)
+      throw new DomainError('invalid', 'sandbox routing needs a sandbox id and a port (1-65535)');
     let rec = this.orch.find(route.sandboxId);
-    if (!rec) return notFound;
-    if (isTransient(rec.state)) {
+    if (rec && isTransient(rec.state)) {
       await this.orch.settled(rec.sandboxId);
       rec = this.orch.find(route.sandboxId);
-      if (!rec) return notFound;
     }
+    if (!rec) throw sandboxNotFound(route.sandboxId);
     if (rec.state === 'paused') {
-      if (!rec.autoResume) {
-        return route.native
-          ? { status: 410, body: { code: 410, message: `sandbox ${rec.sandboxId} is paused` } }
-          : notFound;
-      }
-      await this.orch.connect(rec.sandboxId, AUTO_RESUME_SECS);
+      if (!rec.autoResume)
+        throw route.native
+          ? new DomainError('gone', `sandbox ${rec.sandboxId} is paused`)
+          : sandboxNotFound(rec.sandboxId);
+      await this.orch
+        .connect(rec.sandboxId, AUTO_RESUME_SECS, 'extend', 'auto_resume')
+        .catch((err: unknown) => {
+          // Resumed on another node meanwhile: not here, as for any unknown sandbox.
+          throw err instanceof DomainError && err.kind === 'not_found'
+            ? sandboxNotFound(route.sandboxId)
+            : err;
+        });
     }
     if (route.port !== ENVD_PORT && rec.trafficAccessToken) {
       const given = headers['e2b-traffic-access-token'];
-      if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken)) {
-        return { status: 403, body: { code: 403, message: 'missing or invalid traffic access token' } };
-      }
+      if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken))
+        throw new DomainError('forbidden', 'missing or invalid traffic access token');
     }
     const target = this.orch.target(rec.sandboxId);
-    return target ? { address: target.address } : notFound;
+    if (!target) throw sandboxNotFound(route.sandboxId);
+    return { address: target.address };
   }
 
   async handle(route: SandboxRoute, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const outcome = await this.resolve(route, req.headers).catch((err: Error) => ({
-      status: 502,
-      body: { sandboxId: route.sandboxId, message: `sandbox unavailable: ${err.message}`, code: 502 },
-    }));
-    if ('status' in outcome) return sendJson(res, outcome.status, outcome.body);
+    let outcome: { address: string };
+    try {
+      outcome = await this.resolve(route, req.headers);
+    } catch (err) {
+      return sendError(res, err);
+    }
+    // Open until the answer is sent or the client leaves: a streamed command counts as activity.
+    res.once('close', this.orch.activity.begin(route.sandboxId));
     const body = await replayableBody(req);
     let upstream: ClientRequest | undefined;
     res.once('close', () => {
@@ -116,13 +145,12 @@ export class SandboxProxy {
           return;
         }
         this.logger.debug(ctx, 'proxy upstream error');
-        if (!res.headersSent) {
-          sendJson(res, 502, {
-            sandboxId: route.sandboxId,
-            message: `sandbox connection failed: ${err.message}`,
-            code: 502,
-          });
-        } else res.destroy();
+        sendError(
+          res,
+          new DomainError('bad_gateway', `sandbox connection failed: ${err.message}`, undefined, {
+            details: { sandboxId: route.sandboxId },
+          }),
+        );
       });
       if (body) upstream.end(body);
       else req.pipe(upstream);
@@ -132,11 +160,14 @@ export class SandboxProxy {
 
   async upgrade(route: SandboxRoute, req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
-    const outcome = await this.resolve(route, req.headers).catch(() => ({ status: 502, body: {} }));
-    if ('status' in outcome) {
-      socket.end(`HTTP/1.1 ${outcome.status} Bad Gateway\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    let outcome: { address: string };
+    try {
+      outcome = await this.resolve(route, req.headers);
+    } catch (err) {
+      socket.end(errorResponseText(err));
       return;
     }
+    socket.once('close', this.orch.activity.begin(route.sandboxId));
     const upstream = request({
       host: outcome.address,
       port: route.port,
@@ -188,9 +219,30 @@ async function replayableBody(req: IncomingMessage): Promise<Buffer | undefined>
   return Buffer.concat(chunks);
 }
 
-function sendJson(res: ServerResponse, status: number, body: Record<string, unknown>): void {
+/** An error as the one mapping words it (@agentenv/common); mid-answer, the connection is cut. */
+export function sendError(res: ServerResponse, err: unknown): void {
   if (res.headersSent) return void res.destroy();
-  const data = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) });
+  const r = errorBody(err);
+  const data = JSON.stringify(r.body);
+  res.writeHead(r.status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(data),
+    ...errorHeaders(r),
+  });
   res.end(data);
+}
+
+/** The same answer written on the raw socket of a refused WebSocket upgrade. */
+export function errorResponseText(err: unknown): string {
+  const r = errorBody(err);
+  const data = JSON.stringify(r.body);
+  const headers = {
+    'content-type': 'application/json',
+    'content-length': String(Buffer.byteLength(data)),
+    connection: 'close',
+    ...errorHeaders(r),
+  };
+  const lines = [`HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}`];
+  for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
+  return `${lines.join('\r\n')}\r\n\r\n${data}`;
 }

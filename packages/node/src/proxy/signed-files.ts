@@ -1,7 +1,6 @@
 import { signatureMatches, signedFileRequest } from '@agentenv/envd/file-signature';
+import { ENVD_PORT } from '@agentenv/protocol';
 import type { SandboxRoute } from '@agentenv/common';
-
-const ENVD_PORT = 49983;
 
 /** What the node knows of a sandbox that can sign URLs: the secure ones. */
 export interface SigningSandbox {

@@ -111,14 +111,32 @@ export interface RestoreRequest {
 export interface SandboxStats {
   /** Cumulative CPU time, nanoseconds. */
   readonly cpuNs: number;
+  /** Memory charged to the sandbox (its cgroup's usage, page cache included). */
   readonly memoryBytes: number;
+  /** memoryBytes minus the inactive file cache the kernel reclaims first: what admission counts. */
+  readonly workingSetBytes: number;
+  /** Proportional set size of the sandbox's host processes, when the driver can tell. */
+  readonly pssBytes: number | null;
   readonly memoryLimitBytes: number;
   /** Bytes held by the writable layer, when the driver can tell. */
   readonly diskBytes: number | null;
   readonly pids: number | null;
 }
 
-export type SandboxStatus = 'running' | 'paused' | 'stopped' | 'unknown';
+/** `frozen`: stopped by freeze() until thaw(), using no CPU; `paused`: by pause() until resume(). */
+export type SandboxStatus = 'running' | 'paused' | 'frozen' | 'stopped' | 'unknown';
+
+/**
+ * A sandbox that is stopped (unreachable, its processes gone) but whose host resources are still
+ * being reclaimed in the background; capacity should count it until released() resolves.
+ */
+export interface ReleasingSandbox {
+  readonly id: string;
+  /** What it was given; null for leftovers the driver only knows by id. */
+  readonly resources: Resources | null;
+  /** Milliseconds since the epoch at which it stopped. */
+  readonly since: number;
+}
 
 /** Why a sandbox stopped without being asked to. */
 export interface SandboxExit {
@@ -141,18 +159,37 @@ export interface RuntimeDriver {
   prepare(): Promise<void>;
   /** Boots a fresh sandbox and resolves once envd answers /health. */
   start(req: StartRequest): Promise<SandboxHandle>;
-  /** Memory and filesystem captured at one instant. On failure the sandbox keeps running. */
+  /**
+   * Memory and filesystem captured at one instant. Resolves once the capture is complete and,
+   * with leaveRunning false, the sandbox is stopped; its resources are then reclaimed in the
+   * background (see released()). On failure the sandbox keeps running.
+   */
   checkpoint(handle: SandboxHandle, opts: CheckpointOptions): Promise<Capture>;
   /** A new, independent sandbox from a capture. On failure nothing is left behind. */
   restore(req: RestoreRequest): Promise<SandboxHandle>;
   pause(handle: SandboxHandle): Promise<void>;
   resume(handle: SandboxHandle): Promise<void>;
-  /** Stops the sandbox and releases processes, mounts, cgroups and state. Idempotent. */
+  /**
+   * Stops every process of the sandbox entirely (no CPU at all, memory kept) until thaw(). Other
+   * operations on a frozen sandbox thaw it first (kill does not need to).
+   */
+  freeze(handle: SandboxHandle): Promise<void>;
+  /** Lets a frozen sandbox run again; it answers as before. No-op when it is not frozen. */
+  thaw(handle: SandboxHandle): Promise<void>;
+  /**
+   * Stops the sandbox: resolves once it is unreachable and none of its processes runs (its
+   * network namespace is free again). Its mounts, cgroups and runtime state are reclaimed in
+   * the background (see released()). Idempotent.
+   */
   kill(handle: SandboxHandle): Promise<void>;
+  /** Resolves once nothing of the sandbox is left on the host (at once for one never known). */
+  released(id: string): Promise<void>;
+  /** Sandboxes stopped by kill/checkpoint/a crash whose resources are still being reclaimed. */
+  releasing(): readonly ReleasingSandbox[];
   stats(handle: SandboxHandle): Promise<SandboxStats>;
   status(handle: SandboxHandle): Promise<SandboxStatus>;
   /** Called when a sandbox dies on its own (runtime or envd crash); its resources are released first. */
   onExit(listener: (exit: SandboxExit) => void): () => void;
-  /** Kills every sandbox this driver started and stops its background work. */
+  /** Kills every sandbox this driver started and waits until all of them are released. */
   close(): Promise<void>;
 }

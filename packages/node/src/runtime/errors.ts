@@ -1,5 +1,7 @@
-/** Base of every error a runtime driver throws; `code` is stable for API mapping. */
-export class RuntimeError extends Error {
+import { DomainError, type DomainErrorKind } from '@agentenv/common';
+
+/** Base of every error a runtime driver throws; `code` is stable, the kind follows from it. */
+export class RuntimeError extends DomainError {
   override readonly name: string = 'RuntimeError';
   constructor(
     readonly code: RuntimeErrorCode,
@@ -8,7 +10,7 @@ export class RuntimeError extends Error {
     readonly detail?: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(RUNTIME_ERROR_KIND[code], message, undefined, options);
   }
 }
 
@@ -22,6 +24,22 @@ export type RuntimeErrorCode =
   | 'capture_invalid'
   | 'restore_failed'
   | 'operation_failed';
+
+/**
+ * What each code is for a client. A request the driver refuses names what is wrong with it; the
+ * rest are failures of the runtime on this node.
+ */
+export const RUNTIME_ERROR_KIND: Readonly<Record<RuntimeErrorCode, DomainErrorKind>> = {
+  unavailable: 'unavailable',
+  not_found: 'runtime_failure',
+  invalid_request: 'invalid',
+  start_failed: 'runtime_failure',
+  not_ready: 'runtime_failure',
+  checkpoint_failed: 'runtime_failure',
+  capture_invalid: 'runtime_failure',
+  restore_failed: 'runtime_failure',
+  operation_failed: 'runtime_failure',
+};
 
 /** Host prerequisites are missing; the message says how to fix them. */
 export class DriverUnavailableError extends RuntimeError {

@@ -16,3 +16,4 @@ export { unmountBelow } from './gvisor/mounts.js';
 export { inspectGvisorHost, type GvisorHost } from './gvisor/host.js';
 export { buildOciSpec } from './gvisor/oci-spec.js';
 export { runCommand as runscCommand, runscGlobalArgs, wrapForNetSysctlQuirk } from './gvisor/runsc.js';
+export { runDetached, reaperAvailable, DEFAULT_REAPER_PATH } from './gvisor/reaper.js';

@@ -1,3 +1,5 @@
+import { codedError, type DomainErrorKind } from '@agentenv/common';
+
 export type SnapshotErrorCode =
   /** Bad repository settings (e.g. no region): a startup error. */
   | 'config'
@@ -18,16 +20,23 @@ export type SnapshotErrorCode =
   /** The repository is held by a garbage collection longer than a writer waits. */
   | 'busy';
 
-/** Base of every error of the snapshot library; `code` is stable for mapping. */
-export class SnapshotError extends Error {
+/** What each code is for a client (the API maps kinds to statuses in one place). */
+export const SNAPSHOT_ERROR_KIND: Readonly<Record<SnapshotErrorCode, DomainErrorKind>> = {
+  config: 'internal',
+  unavailable: 'unavailable',
+  not_found: 'not_found',
+  alias_taken: 'conflict',
+  exists: 'conflict',
+  corrupt: 'internal',
+  cache_full: 'unavailable',
+  invalid: 'invalid',
+  io: 'internal',
+  busy: 'unavailable',
+};
+
+/** Base of every error of the snapshot library; `code` is stable, the kind follows from it. */
+export class SnapshotError extends codedError(SNAPSHOT_ERROR_KIND) {
   override readonly name: string = 'SnapshotError';
-  constructor(
-    readonly code: SnapshotErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 export class RepositoryConfigError extends SnapshotError {

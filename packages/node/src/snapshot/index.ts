@@ -34,6 +34,7 @@ export type {
   BlobInfo,
   BlobSource,
 } from './repository.js';
+export { ObjectRepository, type ObjectStat } from './repository.js';
 export { PosixRepository, type PosixRepositoryOptions } from './posix-repository.js';
 export { S3Repository, checkS3Options, type S3RepositoryOptions } from './s3-repository.js';
 export {
@@ -46,3 +47,6 @@ export {
 export { RuntimeCache, type RuntimeCacheOptions, type CacheStats } from './cache.js';
 export { Workspace } from './workspace.js';
 export type { LeaseOptions } from './lease.js';
+export type { ChunkSource, ChunkSession, ChunkFetchObserver } from './chunk-source.js';
+export { EMPTY_SESSION } from './chunk-source.js';
+export { CachedChunks } from './cached-chunks.js';

@@ -4,6 +4,12 @@ import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises
 import { join } from 'node:path';
 import { readCapture, writeCaptureMeta, type Capture } from '../runtime/index.js';
 import { forEachLimit, newSandboxId } from '../util/index.js';
+import {
+  EMPTY_SESSION,
+  type ChunkFetchObserver,
+  type ChunkSession,
+  type ChunkSource,
+} from './chunk-source.js';
 import { Chunker, chunkModeFor, validateChunking, type ChunkingOptions } from './chunker.js';
 import {
   SnapshotCorruptError,
@@ -104,6 +110,8 @@ export class SnapshotStore {
   private readonly leases: Leases;
   private readonly gcGraceMs: number;
   private readonly manifests = new Map<string, Manifest>();
+  private chunkSources: readonly ChunkSource[] = [];
+  private chunkObserver: ChunkFetchObserver | undefined;
 
   constructor(opts: SnapshotStoreOptions) {
     this.repository = opts.repository;
@@ -111,6 +119,15 @@ export class SnapshotStore {
     this.concurrency = opts.concurrency ?? 8;
     this.leases = new Leases(opts.repository, opts.lease);
     this.gcGraceMs = opts.gcGraceMs ?? 15 * 60_000;
+  }
+
+  /**
+   * Where materialising looks for chunks before the repository, in order (e.g. this node's
+   * runtime cache, then peers). Set once the sources exist, since they may need this store.
+   */
+  setChunkSources(sources: readonly ChunkSource[], observer?: ChunkFetchObserver): void {
+    this.chunkSources = sources;
+    this.chunkObserver = observer;
   }
 
   // ------------------------------------------------------------ storing
@@ -272,6 +289,7 @@ export class SnapshotStore {
     if (exists) throw new SnapshotInvalidError(`cannot materialize into ${destDir}: it exists`);
     const partial = `${destDir}.partial-${randomBytes(4).toString('hex')}`;
     const handles: FileHandle[] = [];
+    let sessions: { name: string; session: ChunkSession }[] = [];
     try {
       const manifest = await this.readManifest(record);
       await mkdir(partial, { recursive: true });
@@ -289,8 +307,10 @@ export class SnapshotStore {
           offset += bytes;
         }
       }
+      const needed = [...uses].map(([hash, list]) => [hash, list[0]!.bytes] as const);
+      sessions = await this.beginSessions(needed);
       await forEachLimit([...uses], this.concurrency, async ([hash, list]) => {
-        const data = await this.repository.readBlob(hash);
+        const data = await this.fetchChunk(hash, list[0]!.bytes, sessions);
         for (const u of list) {
           if (data.length !== u.bytes) {
             throw new SnapshotCorruptError(
@@ -319,7 +339,41 @@ export class SnapshotStore {
         throw new SnapshotNotFoundError(record.id);
       }
       return wrap(e, `materializing snapshot ${record.id}`, 'io');
+    } finally {
+      for (const s of sessions) s.session.end();
     }
+  }
+
+  private async beginSessions(
+    chunks: readonly ChunkRef[],
+  ): Promise<{ name: string; session: ChunkSession }[]> {
+    return Promise.all(
+      this.chunkSources.map(async (src) => ({
+        name: src.name,
+        session: await src.begin(chunks).catch(() => EMPTY_SESSION),
+      })),
+    );
+  }
+
+  /** From the first source whose bytes match the hash, else from the repository. */
+  private async fetchChunk(
+    hash: string,
+    bytes: number,
+    sessions: readonly { name: string; session: ChunkSession }[],
+  ): Promise<Buffer> {
+    for (const { name, session } of sessions) {
+      const data = await session.get(hash, bytes).catch(() => null);
+      if (!data) continue;
+      if (data.length === bytes && sha256(data) === hash) {
+        this.chunkObserver?.fetched(name, bytes);
+        return data;
+      }
+      session.rejected(hash);
+      this.chunkObserver?.rejected(name);
+    }
+    const data = await this.repository.readBlob(hash);
+    this.chunkObserver?.fetched('repository', data.length);
+    return data;
   }
 
   // ------------------------------------------------------------ deleting

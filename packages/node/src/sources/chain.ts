@@ -5,11 +5,14 @@ import type {
   SnapshotCatalog,
   SourceResolver,
 } from '../orchestrator/index.js';
-import type { ColdImages } from './cold.js';
-
 /** One link of the chain a name goes through: undefined hands the name to the next link. */
 export interface NamedSource {
   find(name: string): Promise<ResolvedTemplate | undefined>;
+}
+
+/** Images booted without a build (ColdImages). */
+export interface ImageSource {
+  resolve(req: Extract<SandboxSource, { kind: 'image' }>): Promise<ResolvedTemplate>;
 }
 
 export interface SourceChainParts {
@@ -17,7 +20,7 @@ export interface SourceChainParts {
   snapshots: SnapshotCatalog;
   /** Templates, in the order they are asked (built templates, then `base`). */
   templates: readonly NamedSource[];
-  cold: ColdImages;
+  cold: ImageSource;
 }
 
 /**

@@ -1,12 +1,6 @@
-import { conflict } from '@agentenv/common';
 import type { SnapshotCatalog, SnapshotInfo } from '../orchestrator/index.js';
 import type { Capture } from '../runtime/index.js';
-import {
-  AliasTakenError,
-  type RuntimeCache,
-  type SnapshotRecord,
-  type SnapshotStore,
-} from '../snapshot/index.js';
+import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../snapshot/index.js';
 
 interface Meta {
   info: SnapshotInfo;
@@ -37,21 +31,16 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
     const previous = (
       await this.store.repository.listRecords({ labels: { sandboxId: base.sourceSandboxId } }, { limit: 1 })
     ).records[0];
-    let stored;
-    try {
-      stored = await this.store.storeCapture(captureDir, {
-        ...(previous ? { parent: previous.id } : {}),
-        labels: { sandboxId: base.sourceSandboxId, kind: KIND },
-        aliases: base.names,
-        meta: {
-          info: { ...base, snapshotID: '', createdAt: now, updatedAt: now },
-          ...(envdToken ? { envdToken } : {}),
-        },
-      });
-    } catch (e) {
-      if (e instanceof AliasTakenError) throw conflict(e.message);
-      throw e;
-    }
+    // A name in use fails as AliasTakenError, a conflict.
+    const stored = await this.store.storeCapture(captureDir, {
+      ...(previous ? { parent: previous.id } : {}),
+      labels: { sandboxId: base.sourceSandboxId, kind: KIND },
+      aliases: base.names,
+      meta: {
+        info: { ...base, snapshotID: '', createdAt: now, updatedAt: now },
+        ...(envdToken ? { envdToken } : {}),
+      },
+    });
     const info: SnapshotInfo = { ...base, snapshotID: stored.snapshotId, createdAt: now, updatedAt: now };
     // The capture is already on this node: keep it as the cache entry instead of rebuilding it.
     await this.cache.adopt(stored.snapshotId, captureDir);

@@ -72,7 +72,7 @@ export class BuiltTemplates {
     private readonly d: {
       store: SnapshotStore;
       cache: RuntimeCache;
-      runner: BuildRunner;
+      runner: Pick<BuildRunner, 'run'>;
       /** Builds that may run at once; the rest wait. */
       queue: Limiter;
       envdVersion: string;

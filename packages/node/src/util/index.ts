@@ -4,3 +4,4 @@ export { Limiter, forEachLimit } from './limit.js';
 export { runProcess, type ProcessOptions, type ProcessResult } from './subprocess.js';
 export { silentLog, type Log } from './log.js';
 export { FreshConnectionAgent, requestOnce, type FreshRequest } from './fresh-connection.js';
+export { systemClock, isoTime, type Clock, type Timer } from './clock.js';

@@ -1,1 +1,2 @@
 export { openSnapshotRepository } from './snapshot-repository.js';
+export { createDriver, type DriverPlacement } from './runtime-driver.js';

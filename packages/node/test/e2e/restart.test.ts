@@ -3,10 +3,12 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from '@agentenv/test-support/server';
 
 const node = useTestServer();
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A delay that is the point of a test: a crash at that moment of the work in flight. */
+const after = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function restart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string> = {}): Promise<void> {
   await node.server.stop(signal);
@@ -30,14 +32,16 @@ describe('node restarts', () => {
         timeoutMs: 0,
       },
     );
-    await sleep(500);
+    const counted = async (s: Sandbox) =>
+      Number((await s.commands.run('cat /tmp/py 2>/dev/null || echo 0')).stdout);
+    await eventually(async () => expect(await counted(sbx)).toBeGreaterThan(1));
     await sbx.pause();
     await restart('SIGTERM');
     const again = await Sandbox.connect(sbx.sandboxId);
     expect(await again.files.read('kept.txt')).toBe('across restarts');
     const a = Number(await again.files.read('/tmp/py'));
-    await sleep(500);
-    expect(Number(await again.files.read('/tmp/py'))).toBeGreaterThan(a);
+    // The process kept running across the pause and the restart.
+    await eventually(async () => expect(await counted(again)).toBeGreaterThan(a));
     await again.kill();
   });
 
@@ -69,7 +73,7 @@ describe('node restarts', () => {
       const sbx = await Sandbox.create();
       await sbx.files.write('/tmp/mark', 'm');
       const pausing = api('POST', `/sandboxes/${sbx.sandboxId}/pause`).catch(() => undefined);
-      await sleep(delay);
+      await after(delay);
       await node.server.stop('SIGKILL');
       await pausing;
       node.server = await startServer();
@@ -92,7 +96,7 @@ describe('node restarts', () => {
         () => undefined,
       );
       const delay = Math.round(Math.random() * 2500);
-      await sleep(delay);
+      await after(delay);
       await node.server.stop('SIGKILL');
       const r = await snapshotting;
       if (r?.status === 201) taken.push(r.json.snapshotID as string);

@@ -1,9 +1,8 @@
 import { request } from 'node:http';
 import { CommandExitError, Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, PORT, useTestServer } from '@agentenv/test-support/server';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 useTestServer();
 beforeAll(async () => {
@@ -51,8 +50,7 @@ describe('the E2B SDK against aenv-server', () => {
         onData: (d) => void (screen += new TextDecoder().decode(d)),
       });
       await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "cols=$(tput cols)"\n'));
-      for (let i = 0; i < 100 && !/cols=100/.test(screen); i++) await sleep(50);
-      expect(screen).toMatch(/cols=100/);
+      await eventually(() => expect(screen).toMatch(/cols=100/), { intervalMs: 50 });
       await sbx.pty.kill(term.pid);
     } finally {
       await sbx.kill();
@@ -101,8 +99,12 @@ describe('the E2B SDK against aenv-server', () => {
         background: true,
         timeoutMs: 0,
       });
-      await sleep(500);
-      const before = Number((await sbx.commands.run('cat /tmp/n')).stdout);
+      const counted = async () => Number((await sbx.commands.run('cat /tmp/n 2>/dev/null || echo 0')).stdout);
+      const before = await eventually(async () => {
+        const n = await counted();
+        expect(n).toBeGreaterThan(1);
+        return n;
+      });
       expect(await sbx.pause()).toBe(true);
       expect(await sbx.isRunning()).toBe(false);
       const listed = await Sandbox.list({ query: { state: ['paused'] } }).nextItems();
@@ -114,8 +116,10 @@ describe('the E2B SDK against aenv-server', () => {
       expect(await again.files.read('state.txt')).toBe('kept');
       const at = Number((await again.commands.run('cat /tmp/n')).stdout);
       expect(at).toBeGreaterThanOrEqual(before);
-      await sleep(400);
-      expect(Number((await again.commands.run('cat /tmp/n')).stdout)).toBeGreaterThan(at);
+      // The counter kept running across the pause.
+      await eventually(async () =>
+        expect(Number((await again.commands.run('cat /tmp/n')).stdout)).toBeGreaterThan(at),
+      );
     } finally {
       await sbx.kill();
     }
@@ -174,13 +178,12 @@ describe('the E2B SDK against aenv-server', () => {
       });
       const host = sbx.getHost(8080);
       expect(host).toBe(`8080-${sbx.sandboxId}.${DOMAIN}`);
-      let r = { status: 0, body: '' };
-      for (let i = 0; i < 50; i++) {
-        r = await getViaHost(host, '/index.html');
-        if (r.status === 200) break;
-        await sleep(100);
-      }
-      expect(r).toEqual({ status: 200, body: 'hello from the sandbox' });
+      await eventually(async () =>
+        expect(await getViaHost(host, '/index.html')).toEqual({
+          status: 200,
+          body: 'hello from the sandbox',
+        }),
+      );
       const viaHeaders = await fetch(`http://127.0.0.1:${PORT}/index.html`, {
         headers: { 'e2b-sandbox-id': sbx.sandboxId, 'e2b-sandbox-port': '8080' },
       });
@@ -201,19 +204,15 @@ describe('TTL', () => {
     const paused = await Sandbox.create({ timeoutMs: 5_000 });
     const killed = await Sandbox.create({ timeoutMs: 5_000, lifecycle: { onTimeout: 'kill' } });
     try {
-      const deadline = Date.now() + 12_000;
-      let a = '';
-      let b: number | undefined;
-      while (Date.now() < deadline) {
-        a = (await api('GET', `/sandboxes/${paused.sandboxId}`)).json?.state as string;
-        b = (await api('GET', `/sandboxes/${killed.sandboxId}`)).status;
-        if (a === 'paused' && b === 404) break;
-        await sleep(500);
-      }
-      expect(a).toBe('paused');
-      expect(b).toBe(404);
-      // Paused sandboxes never expire.
-      await sleep(1500);
+      await eventually(
+        async () => {
+          expect((await api('GET', `/sandboxes/${paused.sandboxId}`)).json?.state).toBe('paused');
+          expect((await api('GET', `/sandboxes/${killed.sandboxId}`)).status).toBe(404);
+        },
+        { timeoutMs: 20_000, intervalMs: 500 },
+      );
+      // Paused sandboxes never expire: time passing is the point of this delay.
+      await new Promise((r) => setTimeout(r, 1500));
       expect((await api('GET', `/sandboxes/${paused.sandboxId}`)).json?.state).toBe('paused');
     } finally {
       await paused.kill();

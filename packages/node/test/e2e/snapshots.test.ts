@@ -1,6 +1,7 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rmSync } from 'node:fs';
+import { eventually } from '@agentenv/test-support';
 import {
   api,
   API_KEY,
@@ -13,8 +14,6 @@ import {
 
 /** The second node of the cross-node test: an instance number no other test uses. */
 const INSTANCE_B = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 5;
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 useTestServer({ AENV_POOL_SIZE: '0' });
 
@@ -39,12 +38,14 @@ async function startCounter(sbx: Sandbox): Promise<void> {
 /** The tag the process read into memory before the capture (not the file as it is now). */
 async function memoryTag(sbx: Sandbox): Promise<string> {
   await sbx.commands.run('rm -f /tmp/answer; touch /tmp/ask');
-  for (let i = 0; i < 100; i++) {
-    const r = await sbx.commands.run('cat /tmp/answer 2>/dev/null || true');
-    if (r.stdout) return r.stdout;
-    await sleep(50);
-  }
-  throw new Error('the in-memory process did not answer');
+  return eventually(
+    async () => {
+      const r = await sbx.commands.run('cat /tmp/answer 2>/dev/null || true');
+      if (!r.stdout) throw new Error('the in-memory process did not answer');
+      return r.stdout;
+    },
+    { intervalMs: 50 },
+  );
 }
 
 describe('snapshots', () => {
@@ -52,7 +53,8 @@ describe('snapshots', () => {
     const src = await Sandbox.create({ timeoutMs: 300_000 });
     await src.files.write('/home/user/tag', 'from-source');
     await startCounter(src);
-    await sleep(300);
+    // The process runs and holds the tag in memory before the capture.
+    expect(await memoryTag(src)).toBe('from-source');
     const endBefore = (await src.getInfo()).endAt.getTime();
     const snap = await src.createSnapshot({ name: `snap-${Date.now()}` } as never);
     expect(snap.snapshotId).toMatch(/^[a-z0-9]+$/);

@@ -19,6 +19,7 @@ import {
   startRegistry,
   type TestRegistry,
 } from '@agentenv/test-support/oci';
+import { eventually } from '@agentenv/test-support';
 import { api, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer();
@@ -148,11 +149,15 @@ describe('template builds with the E2B SDK', () => {
       steps: [{ type: 'RUN', args: ['python3 -c "print(6*7)" > /home/user/answer.txt'], force: false }],
     });
     expect(trigger.status).toBe(202);
-    let status = '';
-    for (let i = 0; i < 600 && !['ready', 'error'].includes(status); i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      status = (await api('GET', `/templates/${templateID}/builds/${buildID}/status`)).json.status as string;
-    }
+    const status = await eventually(
+      async () => {
+        const now = (await api('GET', `/templates/${templateID}/builds/${buildID}/status`)).json
+          .status as string;
+        if (!['ready', 'error'].includes(now)) throw new Error(`the build is still ${now}`);
+        return now;
+      },
+      { timeoutMs: 120_000, intervalMs: 200 },
+    );
     expect(status).toBe('ready');
     const sbx = await Sandbox.create('tpl-from-base');
     try {

@@ -82,7 +82,7 @@ describe.skipIf(!isRoot())('network slot lifecycle', () => {
     const results = await Promise.all(
       all.map((slot) => fetchFrom(slot.names.sandboxNs, `http://${INTERNET_ADDRESS}/`)),
     );
-    expect(results.every((result) => result.ok)).toBe(true);
+    expect(results.filter((result) => !result.ok)).toEqual([]);
     const releaseStart = performance.now();
     await Promise.all(all.map((slot) => m.release(slot)));
     console.log(`13 releases in parallel ${(performance.now() - releaseStart).toFixed(0)} ms`);

@@ -17,6 +17,7 @@ import {
   silentLogger,
   type TestInternet,
 } from '@agentenv/test-support/network';
+import { eventually } from '@agentenv/test-support';
 
 /**
  * The topology under a real gVisor sandbox: runsc --network=sandbox takes the slot's interface,
@@ -103,13 +104,14 @@ async function sandboxGet(id: string, host: string, port = 80): Promise<{ ok: bo
 }
 
 async function waitFor(url: string, body: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const result = await fetchFromHost(url, 1000);
-    if (result.ok && result.body === body) return;
-    if (Date.now() > deadline) throw new Error(`${url} never answered ${body}: ${result.body}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  await eventually(
+    async () => {
+      const result = await fetchFromHost(url, 1000);
+      if (!result.ok || result.body !== body)
+        throw new Error(`${url} never answered ${body}: ${result.body}`);
+    },
+    { timeoutMs: 15_000 },
+  );
 }
 
 describe.skipIf(skipReason !== undefined)('gVisor sandbox in a network slot', () => {

@@ -244,7 +244,16 @@ describe('network faults', () => {
       `${fake.host}/fake/good:1`,
     );
     expect(img.layers).toHaveLength(2);
-    expect(fake.ranges.slice(before)).toContain('bytes=100000-');
+    // The download resumes from the bytes it had written when the cut surfaced. That can be fewer
+    // than the registry sent: a premature close ends the response stream with the chunks still
+    // buffered in it unread, so the offset is anywhere in (0, 100000], never a restart at 0.
+    const resumedAt = fake.ranges
+      .slice(before)
+      .flatMap((range) => /^bytes=(\d+)-$/.exec(range ?? '')?.slice(1) ?? [])
+      .map(Number);
+    expect(resumedAt).toHaveLength(1);
+    expect(resumedAt[0]).toBeGreaterThan(0);
+    expect(resumedAt[0]).toBeLessThanOrEqual(100_000);
   });
 
   it('follows blob redirects without leaking credentials to the other host', async () => {

@@ -116,6 +116,7 @@ describe.skipIf(!probe.available)('a sandbox from a pulled image', () => {
     expect(await readFile(join(image.layers[1]!, 'etc/hello'), 'utf8')).toBe('hello from layer 2\n');
     expect((await lstat(join(image.layers[0]!, 'bin/ls'))).isSymbolicLink()).toBe(true);
     await driver.kill(h);
+    await driver.released(h.id);
     expect(mountsMentioning(h.id)).toEqual([]);
   });
 });

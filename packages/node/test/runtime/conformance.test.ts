@@ -9,6 +9,7 @@ import {
   RuntimeError,
 } from '../../src/runtime/errors.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
+import { createDriver } from '../../src/wiring/index.js';
 import type { Template } from '../../src/templates/index.js';
 import {
   EnvdClient,
@@ -16,24 +17,27 @@ import {
   mountsMentioning,
   processesMentioning,
   runscIds,
-  sleep,
   TEST_HOME,
   createTestNet,
   destroyAllTestNets,
   type TestNet,
 } from '@agentenv/test-support/runtime';
+import { eventually } from '@agentenv/test-support';
 
 /**
- * The same behaviour is required of every runtime driver. A driver whose host prerequisites are
- * missing is skipped, and the reason is printed.
+ * The same behaviour is required of every runtime driver: `conformance(name, made)` runs the
+ * suite against the driver it is given. A driver whose host prerequisites are missing (or that
+ * the node refuses to build) is skipped, and the reason is printed.
  */
+type MadeDriver = { driver: RuntimeDriver; runscRoot?: string } | { skip: string };
+
 interface DriverCase {
   name: string;
-  /** null: cannot run here, with the reason. */
-  make: () => Promise<{ driver: RuntimeDriver; runscRoot?: string } | { skip: string }>;
+  make: () => Promise<MadeDriver>;
 }
 
 const RUNTIME_DIR = `/run/aenv-test/${process.pid}`;
+const PLACEMENT = { runtimePath: RUNTIME_DIR, nodeTag: 'conf' };
 
 const cases: DriverCase[] = [
   {
@@ -46,20 +50,28 @@ const cases: DriverCase[] = [
   },
   {
     name: 'firecracker',
-    make: async () => ({
-      skip: 'no firecracker driver on this host: /dev/kvm is PVM without a CONFIG_PVM_GUEST kernel and no firecracker binary is installable (RUNTIME.md)',
-    }),
+    // What the node does with `[runtime] driver = "firecracker"`: refuse, saying why.
+    make: async () => {
+      try {
+        return { driver: createDriver({ driver: 'firecracker', virtualizationMode: 'pvm' }, PLACEMENT) };
+      } catch (e) {
+        return {
+          skip: `${(e as Error).message} (and this host has PVM-only KVM and no firecracker binary, RUNTIME.md)`,
+        };
+      }
+    },
   },
 ];
 
 const SMALL: Resources = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
 
-for (const c of cases) {
-  const made = await c.make();
-  const skip = 'skip' in made ? made.skip : null;
-  if (skip) console.warn(`[conformance] driver ${c.name} SKIPPED: ${skip}`);
+for (const c of cases) conformance(c.name, await c.make());
 
-  describe.skipIf(skip !== null)(`runtime driver conformance: ${c.name}`, () => {
+function conformance(name: string, made: MadeDriver): void {
+  const skip = 'skip' in made ? made.skip : null;
+  if (skip) console.warn(`[conformance] driver ${name} SKIPPED: ${skip}`);
+
+  describe.skipIf(skip !== null)(`runtime driver conformance: ${name}`, () => {
     const driver = 'driver' in made ? made.driver : (null as unknown as RuntimeDriver);
     const runscRoot = 'driver' in made ? made.runscRoot : undefined;
     let template: Template;
@@ -133,7 +145,7 @@ for (const c of cases) {
       // setuid sudo cannot raise privileges; report it rather than fail on the runtime's limit.
       const sudo = await envd.run('sudo -n true 2>&1 && echo sudo-ok', 'user');
       if (!sudo.stdout.includes('sudo-ok'))
-        console.warn(`[conformance] ${c.name}: sudo as user fails: ${sudo.stdout.trim()}`);
+        console.warn(`[conformance] ${name}: sudo as user fails: ${sudo.stdout.trim()}`);
       await kill(h);
     });
 
@@ -153,13 +165,15 @@ for (const c of cases) {
       "nohup python3 -c \"import os,time,random\ns=random.getrandbits(60);n=0\nwhile True:\n n+=1\n if os.path.exists('/tmp/dump'):\n  open('/tmp/state.tmp','w').write(f'{s} {n}');os.rename('/tmp/state.tmp','/tmp/state');os.remove('/tmp/dump')\n time.sleep(0.005)\" >/dev/null 2>&1 &";
     const readMemory = async (envd: EnvdClient): Promise<{ secret: string; n: number }> => {
       await envd.run('rm -f /tmp/state; touch /tmp/dump');
-      for (let i = 0; i < 400; i++) {
-        const r = await envd.run('cat /tmp/state 2>/dev/null');
-        const m = /^(\d+) (\d+)$/.exec(r.stdout.trim());
-        if (m) return { secret: m[1]!, n: Number(m[2]) };
-        await sleep(10);
-      }
-      throw new Error('the counter process did not answer');
+      return eventually(
+        async () => {
+          const r = await envd.run('cat /tmp/state 2>/dev/null');
+          const m = /^(\d+) (\d+)$/.exec(r.stdout.trim());
+          if (!m) throw new Error('the counter process did not answer');
+          return { secret: m[1]!, n: Number(m[2]) };
+        },
+        { intervalMs: 10 },
+      );
     };
 
     let forkCapture = '';
@@ -192,7 +206,7 @@ for (const c of cases) {
     it('16 restores of one capture are independent while the source keeps running', async () => {
       const t = Date.now();
       const children = await Promise.all(Array.from({ length: 16 }, () => restore(forkCapture)));
-      console.log(`[conformance] ${c.name}: 16 parallel restores ready in ${Date.now() - t} ms`);
+      console.log(`[conformance] ${name}: 16 parallel restores ready in ${Date.now() - t} ms`);
       const clients = children.map(client);
       await Promise.all(
         clients.map((e, i) => e.run(`echo child-${i} > /tmp/who; echo ${i} >> /home/user/notes.txt`)),
@@ -226,10 +240,35 @@ for (const c of cases) {
       expect((await readMemory(envd)).secret).toBe(sourceMemory.secret);
     });
 
-    it('reports stats', async () => {
+    it('freezes and thaws: a frozen sandbox answers nothing until thawed, then as before', async () => {
+      const envd = client(source);
+      await driver.freeze(source);
+      expect(await driver.status(source)).toBe('frozen');
+      await expect(envd.health(500)).rejects.toThrow();
+      await driver.thaw(source);
+      expect(await driver.status(source)).toBe('running');
+      expect(await envd.health()).toBe(204);
+      expect((await readMemory(envd)).secret).toBe(sourceMemory.secret);
+      // Operations that need the sandbox thaw it first.
+      await driver.freeze(source);
+      const cap = await driver.checkpoint(source, { dir: join(scratch, 'frozen-cap'), leaveRunning: true });
+      expect(await driver.status(source)).toBe('frozen');
+      await driver.thaw(source);
+      const copy = await restore(cap.dir);
+      expect((await readMemory(client(copy))).secret).toBe(sourceMemory.secret);
+      await driver.freeze(copy);
+      await kill(copy);
+      await driver.released(copy.id);
+      expect(processesMentioning(copy.id)).toEqual([]);
+    });
+
+    it('reports stats, with measured memory', async () => {
       const s = await driver.stats(source);
       expect(s.cpuNs).toBeGreaterThan(0);
       expect(s.memoryBytes).toBeGreaterThan(1 << 20);
+      expect(s.workingSetBytes).toBeGreaterThan(1 << 20);
+      expect(s.workingSetBytes).toBeLessThanOrEqual(s.memoryBytes);
+      if (s.pssBytes !== null) expect(s.pssBytes).toBeGreaterThan(1 << 20);
       expect(s.memoryLimitBytes).toBeGreaterThanOrEqual(SMALL.memoryMB * 1024 * 1024);
     });
 
@@ -251,11 +290,15 @@ for (const c of cases) {
       expect(await client(source).health()).toBe(204);
     });
 
-    it('kill releases processes, mounts, cgroups and runtime state', async () => {
+    it('kill stops the sandbox at once and releases processes, mounts, cgroups and runtime state', async () => {
       const id = source.id;
+      const envd = client(source);
       expect(processesMentioning(id).length).toBeGreaterThan(0);
       await kill(source);
       expect(await driver.status(source)).toBe('stopped');
+      await expect(envd.health(500)).rejects.toThrow();
+      await driver.released(id);
+      expect(driver.releasing().map((r) => r.id)).not.toContain(id);
       if (runscRoot) expect(runscIds(runscRoot)).not.toContain(id);
       expect(processesMentioning(id)).toEqual([]);
       expect(mountsMentioning(id)).toEqual([]);
@@ -273,9 +316,9 @@ for (const c of cases) {
         .filter((n) => n > 0);
       expect(pids.length).toBeGreaterThan(0);
       execFileSync('kill', ['-9', ...pids.map(String)]);
-      for (let i = 0; i < 100 && !exits.some((e) => e.id === h.id); i++) await sleep(50);
-      expect(exits.find((e) => e.id === h.id)?.reason).toMatch(/exited/);
+      await eventually(() => expect(exits.find((e) => e.id === h.id)?.reason).toMatch(/exited/));
       expect(await driver.status(h)).toBe('stopped');
+      await driver.released(h.id);
       if (runscRoot) expect(runscIds(runscRoot)).not.toContain(h.id);
       expect(mountsMentioning(h.id)).toEqual([]);
       nets.get(h.id)?.destroy();

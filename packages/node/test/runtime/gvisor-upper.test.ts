@@ -62,12 +62,14 @@ describe.skipIf(!probe.available)('gvisor: disk-capped writable layer', () => {
 
     const cap = await driver.checkpoint(h, { dir: join(scratch, 'cap'), leaveRunning: false });
     expect(await driver.status(h)).toBe('stopped');
+    await driver.released(h.id);
     expect(mountsMentioning(h.id)).toEqual([]);
     const r = await driver.restore({ capture: cap, resources, net: createTestNet() });
     handles.push(r);
     const re = new EnvdClient(r.net!.hostAddress, r.envdPort);
     expect((await re.run('cat /root/small')).stdout).toBe('kept\n');
     await driver.kill(r);
+    await driver.released(r.id);
     expect(mountsMentioning(r.id)).toEqual([]);
   });
 });

@@ -3,6 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/snapshot/index.js';
+import { eventually } from '@agentenv/test-support';
 import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 
 /**
@@ -38,6 +39,7 @@ for (const backend of ['posix_fs', 'oss'] as const) {
           new Promise<void>((res) => children[0]!.stdout!.once('data', () => res())),
           new Promise((res) => setTimeout(res, 15_000)),
         ]);
+        // The random delay is the test: the writers die at an arbitrary point of their work.
         await new Promise((res) => setTimeout(res, 100 + Math.random() * 2000));
         for (const c of children) c.kill('SIGKILL');
         for (const e of await Promise.all(exits)) {
@@ -55,12 +57,13 @@ for (const backend of ['posix_fs', 'oss'] as const) {
 
       const repo = createRepository(config);
       await repo.open();
-      // Locks of killed writers expire after their ttl (5 s in the child); a collection here
-      // must then run and must not take anything a record needs.
+      // Locks of killed writers expire after their ttl (5 s in the child): until then a
+      // collection steps aside; then it must run and must not take anything a record needs.
       const store = new SnapshotStore({ repository: repo, gcGraceMs: 0, lease: { pollMs: 50 } });
-      await new Promise((res) => setTimeout(res, 5_500));
-      const gc = await store.gc();
-      expect(gc.skipped).toBeUndefined();
+      await eventually(async () => expect((await store.gc()).skipped).toBeUndefined(), {
+        timeoutMs: 30_000,
+        intervalMs: 500,
+      });
 
       const records = (await repo.listRecords({}, { limit: 1000 })).records;
       const present = new Set(records.map((r) => r.id));

@@ -166,7 +166,9 @@ for (const b of backends) {
       await internal.deleteObject('records/ghost2.json');
       expect(await r2.resolveAlias('orphan')).toBeNull();
       await expect(r2.commit(record('new1', m), ['orphan'])).rejects.toBeInstanceOf(AliasTakenError);
-      await new Promise((r) => setTimeout(r, 5100)); // s3rver's LastModified has 1 s resolution
+      // Time passing is the point: the claim must age past staleAliasMs (4 s), as seen by the
+      // store's modification times (s3rver's LastModified has 1 s resolution).
+      await new Promise((r) => setTimeout(r, 5100));
       await r2.commit(record('new2', m), ['orphan']);
       expect(await r2.resolveAlias('orphan')).toBe('new2');
       await r2.close();

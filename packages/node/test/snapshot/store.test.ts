@@ -14,6 +14,7 @@ import {
   type Repository,
 } from '../../src/snapshot/index.js';
 import { blobKey } from '../../src/snapshot/repository.js';
+import { eventually } from '@agentenv/test-support';
 import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 
 const PAGE = 4096;
@@ -203,12 +204,25 @@ for (const b of backends) {
       });
       const c = join(work, 'lease-1');
       await writeCapture(c, { 'pages.img': randomPages(64) });
-      const t0 = Date.now();
+      // The writer lists the locks again only while it waits: three listings with the
+      // collection's lock in place, and the capture not stored, show it waiting.
+      const listLocks = r.listLocks.bind(r);
+      let listings = 0;
+      r.listLocks = () => {
+        listings++;
+        return listLocks();
+      };
+      let stored = false;
       const storing = st.storeCapture(c);
-      await new Promise((res) => setTimeout(res, 600));
+      storing.then(
+        () => (stored = true),
+        () => undefined,
+      );
+      await eventually(() => expect(listings).toBeGreaterThanOrEqual(3), { intervalMs: 20 });
+      expect(stored).toBe(false);
+      r.listLocks = listLocks;
       await r.deleteLock('exclusive-00112233aabbccdd');
       const s = await storing;
-      expect(Date.now() - t0).toBeGreaterThanOrEqual(600);
       // A dead collector's lock (expired) blocks nobody.
       await r.putLock('exclusive-99887766aabbccdd', {
         kind: 'exclusive',

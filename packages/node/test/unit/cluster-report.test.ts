@@ -1,8 +1,9 @@
-import { NodeStatus, SandboxState } from '@agentenv/protocol/scheduler';
+import { NodeStatus, SandboxState, startCacheKeys } from '@agentenv/protocol/scheduler';
 import { describe, expect, it } from 'vitest';
 import { CacheKeys } from '../../src/cluster/cache-keys.js';
 import { heartbeatRequest, type RosterSource } from '../../src/cluster/report.js';
 import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
+import { observeAll } from '../../src/orchestrator/index.js';
 
 const rec = (sandboxId: string, state: string, over: Partial<RosterSource> = {}): RosterSource => ({
   sandboxId,
@@ -61,36 +62,47 @@ describe('heartbeat report', () => {
 });
 
 describe('cache keys', () => {
-  it('names template captures by id and by every name, reading each record once', async () => {
+  it('names each capture by kind, id and every name, as placement looks for them, reading each record once', async () => {
     const reads: string[] = [];
-    const entries = [{ id: 'snap-1' }, { id: 'tpl-rec' }];
+    const entries = [{ id: 'snap-1' }, { id: 'pause-1' }, { id: 'tpl-rec' }];
+    const records: Record<string, { labels: Record<string, string>; meta: Record<string, unknown> }> = {
+      'snap-1': { labels: { kind: 'snapshot' }, meta: { info: { names: ['golden'] } } },
+      'pause-1': { labels: { kind: 'pause' }, meta: {} },
+      'tpl-rec': {
+        labels: { kind: 'template', templateId: 'tid' },
+        meta: { template: { names: ['app', 'app:v1'] } },
+      },
+    };
     const keys = new CacheKeys(
       { stats: () => ({ entries }) },
       {
         getRecord: async (id) => {
           reads.push(id);
-          return id === 'tpl-rec'
-            ? {
-                labels: { kind: 'template', templateId: 'tid' },
-                meta: { template: { names: ['app', 'app:v1'] } },
-              }
-            : { labels: { kind: 'snapshot' }, meta: {} };
+          return records[id]!;
         },
       },
     );
-    expect(await keys.current()).toEqual([
-      'snap-1',
-      'tpl-rec',
+    const all = await keys.current();
+    expect(all).toEqual([
+      'snapshot/snap-1',
+      'snapshot/golden',
+      'pause/pause-1',
       'template/tid',
       'template/app',
       'template/app:v1',
     ]);
-    entries.pop();
-    expect(await keys.current()).toEqual(['snap-1']);
-    expect(reads).toEqual(['snap-1', 'tpl-rec']);
+    // What placement derives from a start's ids is what the node advertises.
+    expect(startCacheKeys({ templateId: 'snap-1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'golden' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'app:v1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ pauseId: 'pause-1' }).some((k) => all.includes(k))).toBe(true);
+    expect(startCacheKeys({ templateId: 'base' }).some((k) => all.includes(k))).toBe(false);
+    entries.splice(1);
+    expect(await keys.current()).toEqual(['snapshot/snap-1', 'snapshot/golden']);
+    expect(reads).toEqual(['snap-1', 'pause-1', 'tpl-rec']);
   });
 
-  it('an unreadable record counts by its id and is read again later', async () => {
+  it('a record that cannot be read is advertised under no key and read again later', async () => {
     let fail = true;
     const keys = new CacheKeys(
       { stats: () => ({ entries: [{ id: 'r' }] }) },
@@ -101,28 +113,28 @@ describe('cache keys', () => {
         },
       },
     );
-    expect(await keys.current()).toEqual(['r']);
+    expect(await keys.current()).toEqual([]);
     fail = false;
-    expect(await keys.current()).toEqual(['r', 'template/t']);
+    expect(await keys.current()).toEqual(['template/t']);
   });
 });
 
 describe('sandbox event log', () => {
   it('keeps events per sandbox, oldest first, bounded, and tells listeners', () => {
-    const log = new SandboxEventLog('n1', () => new Date(0));
+    const log = new SandboxEventLog('n1');
     const seen: string[] = [];
     const off = log.onEvent((e) => seen.push(e.type));
-    log.record({ type: 'created', sandboxId: 's' });
-    log.record({ type: 'paused', sandboxId: 's', reason: 'ttl' });
+    log.record({ type: 'created', sandboxId: 's', reason: 'request', at: 0 });
+    log.record({ type: 'paused', sandboxId: 's', reason: 'timeout', at: 0 });
     off();
-    for (let i = 0; i < 150; i++) log.record({ type: 'resumed', sandboxId: 's' });
+    for (let i = 0; i < 150; i++) log.record({ type: 'resumed', sandboxId: 's', reason: 'request', at: 0 });
     expect(seen).toEqual(['created', 'paused']);
     expect(log.list('s')).toHaveLength(100);
     expect(log.list('s')![0]).toEqual({
       type: 'resumed',
       sandboxID: 's',
       nodeID: 'n1',
-      reason: '',
+      reason: 'request',
       details: {},
       timestamp: '1970-01-01T00:00:00.000Z',
     });
@@ -132,14 +144,20 @@ describe('sandbox event log', () => {
   it('joins the metrics observer and the log into one orchestrator observer', () => {
     const log = new SandboxEventLog('n1');
     const calls: string[] = [];
-    const o = log.observing({
-      stage: (n) => calls.push(`stage ${n}`),
-      failed: (n) => calls.push(`failed ${n}`),
-    });
+    const o = observeAll(
+      {
+        stage: (n) => calls.push(`stage ${n}`),
+        failed: (n) => calls.push(`failed ${n}`),
+        event: (e) => calls.push(`event ${e.type}`),
+      },
+      log.observer,
+    );
     o.stage('create', 1);
     o.failed('pause');
-    o.event?.({ type: 'killed', sandboxId: 'x' });
-    expect(calls).toEqual(['stage create', 'failed pause']);
-    expect(log.list('x')?.map((e) => e.type)).toEqual(['killed']);
+    o.event({ type: 'killed', sandboxId: 'x', reason: 'request', at: 1000, details: { a: 'b' } });
+    expect(calls).toEqual(['stage create', 'failed pause', 'event killed']);
+    expect(log.list('x')).toEqual([
+      expect.objectContaining({ type: 'killed', details: { a: 'b' }, timestamp: '1970-01-01T00:00:01.000Z' }),
+    ]);
   });
 });

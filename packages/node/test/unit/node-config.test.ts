@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, parseListenAddress } from '../../src/config/load.js';
+import { createDriver } from '../../src/wiring/index.js';
 
 const dirs: string[] = [];
 afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -56,9 +57,35 @@ domains = ["a.example"]
     expect(() => loadConfig({ API_ADDR: 'nope' })).toThrow(/listen address/);
   });
 
+  it('reads the API key from AENV_API_KEY_FILE (a mounted secret); AENV_API_KEY wins', () => {
+    const key = file(`e2b_${'0f'.repeat(20)}\n`);
+    expect(loadConfig({ AENV_API_KEY_FILE: key }).apiKey).toBe(`e2b_${'0f'.repeat(20)}`);
+    expect(loadConfig({ AENV_API_KEY_FILE: key, AENV_API_KEY: 'e2b_direct' }).apiKey).toBe('e2b_direct');
+    expect(() => loadConfig({ AENV_API_KEY_FILE: '/nonexistent/api-key' })).toThrow(
+      /cannot read AENV_API_KEY_FILE \/nonexistent\/api-key/,
+    );
+    expect(() => loadConfig({ AENV_API_KEY_FILE: file('short\n') })).toThrow(/apiKey/);
+  });
+
   it('parses listen addresses', () => {
     expect(parseListenAddress('127.0.0.1:8000')).toEqual({ host: '127.0.0.1', port: 8000 });
     expect(parseListenAddress('[::1]:80')).toEqual({ host: '::1', port: 80 });
     expect(() => parseListenAddress('host:99999')).toThrow();
+  });
+});
+
+describe('runtime driver from the configuration', () => {
+  const at = { runtimePath: '/run/aenv-test-config', nodeTag: 'cfg' };
+
+  it('builds the gVisor driver for `gvisor`', () => {
+    const driver = createDriver(loadConfig({}).runtime, at);
+    expect(driver.name).toBe('gvisor');
+  });
+
+  it('refuses `firecracker` with a message saying why and what to use', () => {
+    const config = loadConfig({ AENV_RUNTIME: 'firecracker', AENV_VIRTUALIZATION_MODE: 'pvm' });
+    expect(config.runtime).toEqual({ driver: 'firecracker', virtualizationMode: 'pvm' });
+    expect(() => createDriver(config.runtime, at)).toThrow(ConfigError);
+    expect(() => createDriver(config.runtime, at)).toThrow(/no Firecracker driver yet; use "gvisor"/);
   });
 });

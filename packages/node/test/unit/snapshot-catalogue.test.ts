@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { CAPTURE_FORMAT } from '../../src/runtime/capture.js';
 import { DEFAULT_CHUNKING } from '../../src/snapshot/chunker.js';
-import { SNAPSHOT_ERROR_KIND } from '../../src/api/errors.js';
 import {
   RepositoryConfigError,
+  SNAPSHOT_ERROR_KIND,
   SnapshotCorruptError,
   SnapshotInvalidError,
 } from '../../src/snapshot/errors.js';

@@ -5,6 +5,7 @@ import { DomainError, type DomainErrorKind } from '@agentenv/common';
 export const CONNECT_CODE: Readonly<Record<DomainErrorKind, Code>> = {
   invalid: Code.InvalidArgument,
   unauthorized: Code.Unauthenticated,
+  forbidden: Code.PermissionDenied,
   not_found: Code.NotFound,
   conflict: Code.FailedPrecondition,
   gone: Code.NotFound,
@@ -13,6 +14,7 @@ export const CONNECT_CODE: Readonly<Record<DomainErrorKind, Code>> = {
   unavailable: Code.Unavailable,
   bad_gateway: Code.Unavailable,
   timeout: Code.DeadlineExceeded,
+  runtime_failure: Code.Internal,
   internal: Code.Internal,
 };
 
@@ -20,6 +22,7 @@ export const CONNECT_CODE: Readonly<Record<DomainErrorKind, Code>> = {
 const KIND_OF_CODE: ReadonlyMap<Code, DomainErrorKind> = new Map([
   [Code.InvalidArgument, 'invalid'],
   [Code.Unauthenticated, 'unauthorized'],
+  [Code.PermissionDenied, 'forbidden'],
   [Code.NotFound, 'not_found'],
   [Code.FailedPrecondition, 'conflict'],
   [Code.ResourceExhausted, 'capacity'],

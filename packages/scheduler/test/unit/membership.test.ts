@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../../src/events.js';
 import { FailureDetector } from '../../src/failures.js';
-import { nodeStatus } from '../../src/health.js';
+import { nodeStatus, Watch } from '../../src/health.js';
 import { Membership } from '../../src/membership.js';
 import { Placements } from '../../src/placements.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -175,5 +175,52 @@ describe('node failure', () => {
       nodeStatus: 'ready',
       binding: { state: 'lost' },
     });
+  });
+
+  it('counts no silence from before its own watch began (a restart on a shared store, a stall)', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore(clock);
+    const s = settings();
+    await new Membership(store, clock, s).heartbeat(heartbeat('a', { roster: [running('r1')] }));
+    // This scheduler starts 10 s after the node's last heartbeat (another one heard it).
+    clock.advance(10_000);
+    const watch = new Watch(clock, s.heartbeatIntervalMs);
+    const membership = new Membership(store, clock, s, watch);
+    const failures = new FailureDetector(store, clock, s, membership, new EventLog(store, clock));
+    const status = async () => (await membership.views()).map((v) => v.status);
+    expect(await status()).toEqual(['ready']);
+    expect(await failures.sweep()).toEqual([]);
+    // Watching, ticking every half second: silent for three intervals of its own watch → unhealthy.
+    for (let t = 0; t < 6000; t += 500) {
+      clock.advance(500);
+      watch.tick();
+    }
+    expect(await status()).toEqual(['ready']);
+    clock.advance(500);
+    watch.tick();
+    expect(await status()).toEqual(['unhealthy']);
+    // A stall of this process (no tick for 8 s) starts the watch again: the node's heartbeats
+    // waited unread in its sockets, they were not missing. The first judgement after the stall
+    // sees it, before any timer ticks.
+    await membership.heartbeat(heartbeat('a', { roster: [running('r1')] }));
+    clock.advance(8000);
+    expect(await status()).toEqual(['ready']);
+    expect(await failures.sweep()).toEqual([]);
+  });
+
+  it('a heartbeat is as fresh as its write, however slow the store', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore(clock);
+    const putBindings = store.putBindings.bind(store);
+    // Each binding write takes 7 s: longer than three intervals.
+    store.putBindings = async (b, ttl) => {
+      clock.advance(7000);
+      return putBindings(b, ttl);
+    };
+    const membership = new Membership(store, clock, settings());
+    await expect(membership.heartbeat(heartbeat('a', { roster: [running('r1')] }))).resolves.toEqual({
+      status: 'ready',
+    });
+    expect((await membership.views()).map((v) => v.status)).toEqual(['ready']);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '@agentenv/common';
+import { captureKey } from '@agentenv/protocol/scheduler';
 import { Membership } from '../../src/membership.js';
 import { Placements, type ScheduleInput } from '../../src/placements.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
@@ -131,7 +132,7 @@ describe('resume placement and lookups', () => {
     await membership.heartbeat(
       heartbeat('b', { roster: [running('sbx-p', { state: 'paused', pauseId: 'pause-1' })] }),
     );
-    await membership.heartbeat(heartbeat('c', { cacheKeys: ['pause-1'] }));
+    await membership.heartbeat(heartbeat('c', { cacheKeys: [captureKey.pause('pause-1')] }));
     await membership.unregister('b');
     await expect(placements.schedule(create({ kind: 'resume', sandboxId: 'sbx-p' }))).resolves.toMatchObject({
       nodeId: 'c',
@@ -142,13 +143,31 @@ describe('resume placement and lookups', () => {
   it('a create of a template goes to the node caching that template', async () => {
     const { placements, membership, outcomes } = await cluster(['a', 'b', 'c']);
     await membership.heartbeat(
-      heartbeat('a', { cacheKeys: ['template/my-app'], load: { ...heartbeat('a').load, runningCount: 5 } }),
+      heartbeat('a', {
+        cacheKeys: [captureKey.template('my-app')],
+        load: { ...heartbeat('a').load, runningCount: 5 },
+      }),
     );
     await expect(placements.schedule(create({ templateId: 'my-app' }))).resolves.toMatchObject({
       nodeId: 'a',
       localityHit: true,
     });
     expect(outcomes).toEqual(['placed+local']);
+  });
+
+  it('a create naming a snapshot as its template goes to the node caching that snapshot', async () => {
+    const { placements, membership } = await cluster(['a', 'b', 'c']);
+    await membership.heartbeat(
+      heartbeat('b', {
+        cacheKeys: [captureKey.snapshot('snap-1')],
+        load: { ...heartbeat('b').load, runningCount: 5 },
+      }),
+    );
+    for (let i = 0; i < 3; i++)
+      await expect(placements.schedule(create({ templateId: 'snap-1' }))).resolves.toMatchObject({
+        nodeId: 'b',
+        localityHit: true,
+      });
   });
 
   it('lookup of an unknown sandbox is not_found', async () => {

@@ -53,7 +53,3 @@ export function runscIds(root: string): string[] {
     return [];
   }
 }
-
-export function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}

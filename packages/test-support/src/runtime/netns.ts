@@ -48,17 +48,22 @@ function ipQuiet(...args: string[]): void {
   }
 }
 
-export function createTestNet(): TestNet {
+/**
+ * `within`: addresses from `<prefix>.<firstThird + n/64>.x` instead of the tests' 10.251/16 (a
+ * benchmark that runs alone, in its own range).
+ */
+export function createTestNet(within?: { prefix: string; firstThird: number }): TestNet {
   if (next === 0) sweepStaleTestNets();
   const n = next++ % 256;
   // Spread concurrent test processes over different /24s.
-  const third = (process.pid % 64) * 4 + Math.floor(n / 64);
+  const third = (within?.firstThird ?? (process.pid % 64) * 4) + Math.floor(n / 64);
+  const prefix = within?.prefix ?? '10.251';
   const base = (n % 64) * 4;
   const name = `${NS_PREFIX}${process.pid}-${n}`;
   const hostIf = `${ifTag(process.pid)}h${n}`;
   const nsIf = `${ifTag(process.pid)}s${n}`;
-  const host = `10.251.${third}.${base + 1}`;
-  const sandbox = `10.251.${third}.${base + 2}`;
+  const host = `${prefix}.${third}.${base + 1}`;
+  const sandbox = `${prefix}.${third}.${base + 2}`;
   ipQuiet('netns', 'del', name);
   ipQuiet('link', 'del', hostIf);
   ip('netns', 'add', name);

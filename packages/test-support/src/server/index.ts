@@ -1,1 +1,2 @@
 export * from './server-fixture.js';
+export * from './records.js';

@@ -71,6 +71,8 @@ export interface S3Server {
   readonly bucket: string;
   readonly dir: string;
   config(prefix: string, extra?: Record<string, unknown>): RepositoryConfig;
+  /** Requests served so far by `METHOD kind` (kind `blob`: chunks and manifests; else `other`). */
+  requests(): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 
@@ -125,6 +127,7 @@ export async function startS3(): Promise<S3Server> {
       secretAccessKey: 'S3RVER',
       ...extra,
     }),
+    requests: async () => (await (await fetch(`${endpoint}/__requests`)).json()) as Record<string, number>,
     close: async () => {
       if (child.exitCode === null) {
         const gone = new Promise((r) => child.once('exit', r));

@@ -69,6 +69,30 @@ function makeAtomic(store: S3rverStore): void {
   };
 }
 
+interface KoaLike {
+  middleware: ((
+    ctx: { method: string; path: string; body: unknown },
+    next: () => Promise<void>,
+  ) => Promise<void>)[];
+}
+
+/**
+ * Counts requests by method and kind (`blob` for keys under blobs/, else `other`), answered at
+ * GET /__requests, so tests can tell how many chunk objects a node read.
+ */
+function countRequests(app: KoaLike): void {
+  const counts: Record<string, number> = {};
+  app.middleware.unshift(async (ctx, next) => {
+    if (ctx.path === '/__requests') {
+      ctx.body = counts;
+      return;
+    }
+    const key = `${ctx.method} ${ctx.path.includes('/blobs/sha256/') ? 'blob' : 'other'}`;
+    counts[key] = (counts[key] ?? 0) + 1;
+    await next();
+  });
+}
+
 const args = JSON.parse(process.argv[2] ?? '{}') as { dir: string; bucket: string; log?: boolean };
 const server = new S3rver({
   address: '127.0.0.1',
@@ -78,6 +102,7 @@ const server = new S3rver({
   configureBuckets: [{ name: args.bucket, configs: [] }],
 });
 makeAtomic((server as unknown as { store: S3rverStore }).store);
+countRequests(server as unknown as KoaLike);
 const info = (await server.run()) as { port: number };
 console.log(`PORT ${info.port}`);
 process.on('SIGTERM', () => {

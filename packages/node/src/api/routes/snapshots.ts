@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '@agentenv/common';
 import type { Orchestrator, SnapshotCatalog, SnapshotInfo } from '../../orchestrator/index.js';
+import { errorBody } from '../errors.js';
 import { paginate } from '../pagination.js';
 import { SandboxParams } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';
@@ -87,7 +88,13 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRoutesOptions> = 
       const results = await orch.fork(req.params.sandboxID, req.body.count ?? 1, req.body.timeout);
       return reply
         .status(201)
-        .send(results.map((r) => ('sandbox' in r ? { sandbox: sandboxBody(r.sandbox, opts.domain) } : r)));
+        .send(
+          results.map((r) =>
+            'sandbox' in r
+              ? { sandbox: sandboxBody(r.sandbox, opts.domain) }
+              : { error: errorBody(r.error).body },
+          ),
+        );
     },
   );
 };

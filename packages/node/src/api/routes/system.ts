@@ -20,26 +20,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
     reply.type(opts.metrics.registry.contentType).send(await opts.metrics.registry.metrics()),
   );
 
-  const nodeStatus = () => {
-    const counts = opts.orchestrator.counts();
-    const records = opts.orchestrator.list();
-    const alloc = records.filter((r) => r.state !== 'paused');
-    return {
-      nodeID: opts.config.nodeIdentity.nodeId,
-      clusterID: opts.config.nodeIdentity.clusterId,
-      status: opts.orchestrator.isShuttingDown ? 'draining' : 'ready',
-      version: opts.version,
-      sandboxCount: counts.running,
-      startingSandboxCount: counts.creating + counts.resuming,
-      pausedSandboxCount: counts.paused,
-      allocatedCPU: alloc.reduce((a, r) => a + r.cpuCount, 0),
-      allocatedMemoryMiB: alloc.reduce((a, r) => a + r.memoryMB, 0),
-      cpuCount: cpus().length,
-      cpuLoad1m: loadavg()[0],
-      memoryTotalMiB: Math.round(totalmem() / 2 ** 20),
-      memoryUsedMiB: Math.round((totalmem() - freemem()) / 2 ** 20),
-    };
-  };
+  const nodeStatus = () => nodeStatusBody(opts);
   app.get('/nodes', async () => [nodeStatus()]);
   app.get('/nodes/:nodeID', { schema: { params: Type.Object({ nodeID: Type.String() }) } }, async (req) => {
     if (req.params.nodeID !== opts.config.nodeIdentity.nodeId)
@@ -47,3 +28,25 @@ export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = asyn
     return nodeStatus();
   });
 };
+
+/** GET /nodes/{id}: this node's status, counts and what it has allocated and uses. */
+export function nodeStatusBody(opts: Omit<SystemRoutesOptions, 'metrics'>) {
+  const counts = opts.orchestrator.counts();
+  const records = opts.orchestrator.list();
+  const alloc = records.filter((r) => r.state !== 'paused');
+  return {
+    nodeID: opts.config.nodeIdentity.nodeId,
+    clusterID: opts.config.nodeIdentity.clusterId,
+    status: opts.orchestrator.isShuttingDown ? 'draining' : 'ready',
+    version: opts.version,
+    sandboxCount: counts.running,
+    startingSandboxCount: counts.creating + counts.resuming,
+    pausedSandboxCount: counts.paused,
+    allocatedCPU: alloc.reduce((a, r) => a + r.cpuCount, 0),
+    allocatedMemoryMiB: alloc.reduce((a, r) => a + r.memoryMB, 0),
+    cpuCount: cpus().length,
+    cpuLoad1m: loadavg()[0],
+    memoryTotalMiB: Math.round(totalmem() / 2 ** 20),
+    memoryUsedMiB: Math.round((totalmem() - freemem()) / 2 ** 20),
+  };
+}

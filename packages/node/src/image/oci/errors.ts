@@ -1,3 +1,5 @@
+import { codedError, type DomainErrorKind } from '@agentenv/common';
+
 /** Why a pull failed; stable strings the API layer can map onto status codes. */
 export type OciErrorCode =
   | 'bad_reference'
@@ -12,16 +14,24 @@ export type OciErrorCode =
   | 'disk_full'
   | 'cache_full';
 
+/** Image pull failures for a client: its reference or image, or the registry's fault. */
+export const OCI_ERROR_KIND: Readonly<Record<OciErrorCode, DomainErrorKind>> = {
+  bad_reference: 'invalid',
+  not_found: 'not_found',
+  unauthorized: 'invalid',
+  unsupported: 'invalid',
+  platform_mismatch: 'invalid',
+  unsafe_layer: 'invalid',
+  registry_unavailable: 'bad_gateway',
+  registry_error: 'bad_gateway',
+  digest_mismatch: 'bad_gateway',
+  disk_full: 'unavailable',
+  cache_full: 'unavailable',
+};
+
 /** A pull, or one of its steps, failed; nothing partial was kept. */
-export class OciError extends Error {
+export class OciError extends codedError(OCI_ERROR_KIND) {
   override readonly name: string = 'OciError';
-  constructor(
-    readonly code: OciErrorCode,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /** The layer cache is over capacity and every layer in it is pinned (held by a template or a pull). */

@@ -8,7 +8,7 @@ export {
   type PulledImage,
 } from './pull.js';
 export { LayerCache, diskUsage, type CacheUsage } from './cache.js';
-export { OciError, LayerCacheFullError, type OciErrorCode } from './errors.js';
+export { OciError, LayerCacheFullError, OCI_ERROR_KIND, type OciErrorCode } from './errors.js';
 export { parseReference, formatReference, type ImageReference } from './reference.js';
 export { hostPlatform, parsePlatform, formatPlatform, type Platform } from './platform.js';
 export { envRecord, type ImageConfig } from './manifest.js';

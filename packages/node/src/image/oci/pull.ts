@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LayerStore, pidAlive } from '../layer-store.js';
 import { forEachLimit, silentLog, type Log } from '../../util/index.js';
@@ -10,14 +10,13 @@ import {
   parseConfig,
   parseManifest,
   selectPlatform,
-  type Descriptor,
   type ImageConfig,
   type ImageManifest,
 } from './manifest.js';
 import { formatPlatform, hostPlatform, parsePlatform, platformMatches, type Platform } from './platform.js';
 import { formatReference, parseReference, type ImageReference } from './reference.js';
 import { RegistryClient, type RetryOptions } from './registry.js';
-import { unpackLayer, type UnpackResult } from './unpack.js';
+import { blobPathIn, LayerFetcher, type LayerPhase, type LayerSource, type Pull } from './layer-fetch.js';
 
 export interface ImageStoreOptions {
   /** $AENV_HOME: unpacked layers go to `layers/` (the LayerStore templates use), the rest to `images/`. */
@@ -44,8 +43,7 @@ export interface PullProgress {
   /** Position in the image, 0 = lowest. */
   readonly index: number;
   readonly count: number;
-  /** download: bytes of the compressed blob; unpack: compressed bytes read so far; cached: already present. */
-  readonly phase: 'download' | 'unpack' | 'cached' | 'done';
+  readonly phase: LayerPhase;
   readonly done: number;
   readonly total: number;
 }
@@ -89,13 +87,16 @@ export function layerIdFor(diffId: string): string {
   return `${OCI_LAYER_PREFIX}${diffId.replace(':', '-')}`;
 }
 
-interface LayerSource {
-  kind: 'oci-layer';
-  digest: string;
-  diffId: string;
-  mediaType: string;
-  from: string;
-  unpacked?: UnpackResult;
+/**
+ * The layers to mount (ids, lowest first) given which ones are opaque at their root: such a layer
+ * hides everything below it, and identical layers repeated in the stack compose the same as their
+ * topmost occurrence alone.
+ */
+export function layerStack(rootOpaque: readonly boolean[], ids: readonly string[]): string[] {
+  const start = Math.max(0, rootOpaque.lastIndexOf(true));
+  const stack: string[] = [];
+  for (let i = ids.length - 1; i >= start; i--) if (!stack.includes(ids[i]!)) stack.unshift(ids[i]!);
+  return stack;
 }
 
 /**
@@ -108,7 +109,7 @@ export class ImageStore {
   readonly layers: LayerStore;
   readonly cache: LayerCache;
   private readonly blobDir: string;
-  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly fetcher: LayerFetcher;
   private started: Promise<void> | null = null;
   private readonly log: Log;
 
@@ -120,11 +121,17 @@ export class ImageStore {
       opts.capacityBytes ?? Number.POSITIVE_INFINITY,
     );
     this.blobDir = join(opts.home, BLOB_DIR);
+    this.fetcher = new LayerFetcher({
+      layers: this.layers,
+      cache: this.cache,
+      blobDir: this.blobDir,
+      keepBlobs: opts.keepBlobs ?? false,
+    });
     this.log = opts.log ?? silentLog;
   }
 
   private blobPath(digest: string): string {
-    return join(this.blobDir, digest.replace(/^sha256:/, ''));
+    return blobPathIn(this.blobDir, digest);
   }
 
   private async client(ref: ImageReference, opts: PullOptions): Promise<RegistryClient> {
@@ -189,9 +196,53 @@ export class ImageStore {
     );
     await this.started;
     const client = await this.client(ref, opts);
-    const signal = opts.signal;
+    const pull: Pull = { client, ref, name, signal: opts.signal };
+    const { manifest, digest, indexDigest } = await this.resolveManifest(pull, wanted);
+    const parsed = await this.readConfig(pull, manifest, wanted);
+    const ids = parsed.diffIds.map(layerIdFor);
+    const owner = `pull:${randomBytes(6).toString('hex')}`;
+    await this.cache.pin(owner, ids, { durable: false });
+    let fetched: { downloaded: number; sources: (LayerSource | null)[] };
+    try {
+      fetched = await this.fetchLayers(pull, manifest, parsed.diffIds, ids, opts.onProgress);
+    } catch (e) {
+      // Back under capacity if this pull pushed the cache over it; its layers are no longer held.
+      await this.cache.unpin(owner);
+      await this.cache.makeRoom(0).catch(() => undefined);
+      throw e;
+    }
+    const { downloaded } = fetched;
+    const stack = layerStack(
+      fetched.sources.map((source) => source?.unpacked?.rootOpaque ?? false),
+      ids,
+    );
+    try {
+      if (opts.pinAs) await this.cache.pin(opts.pinAs, stack);
+    } finally {
+      await this.cache.unpin(owner);
+    }
+    const count = manifest.layers.length;
+    this.log.info(`pulled ${name} (${digest.slice(0, 19)}): ${count} layers, ${downloaded} bytes downloaded`);
+    return {
+      reference: name,
+      digest,
+      ...(indexDigest ? { indexDigest } : {}),
+      platform: parsed.platform,
+      config: parsed.config,
+      layers: stack.map((id) => this.layers.rootfs(id)),
+      layerIds: stack,
+      downloadedBytes: downloaded,
+      compressedBytes: manifest.layers.reduce((a, l) => a + l.size, 0),
+    };
+  }
 
-    // Manifest, through an index if the reference names one. A digest seen before needs no network.
+  /** The image manifest for `wanted`, through an index if the reference names one. */
+  private async resolveManifest(
+    pull: Pull,
+    wanted: Platform,
+  ): Promise<{ manifest: ImageManifest; digest: string; indexDigest?: string }> {
+    const { client, ref, name, signal } = pull;
+    // A digest seen before needs no network.
     const fetchManifest = async (r: string) => {
       if (r.startsWith('sha256:')) {
         const local = await this.localBlob(r);
@@ -211,20 +262,19 @@ export class ImageStore {
       fetched = await fetchManifest(entry.digest);
       doc = parseManifest(fetched.body, fetched.contentType, `${name} (${entry.digest.slice(0, 19)})`);
     }
-    const manifest: ImageManifest = doc;
+    return { manifest: doc, digest: fetched.digest, ...(indexDigest ? { indexDigest } : {}) };
+  }
 
-    let configBody = await this.localBlob(manifest.config.digest);
-    if (!configBody) {
-      configBody = await client.blobBytes(
-        ref.repository,
-        manifest.config.digest,
-        CONFIG_LIMIT,
-        `image config of ${name}`,
-        signal,
-      );
-      await this.storeBlob(manifest.config.digest, configBody);
+  /** The image config, checked against the platform asked for and the manifest's layers. */
+  private async readConfig(pull: Pull, manifest: ImageManifest, wanted: Platform) {
+    const { client, ref, name, signal } = pull;
+    const digest = manifest.config.digest;
+    let body = await this.localBlob(digest);
+    if (!body) {
+      body = await client.blobBytes(ref.repository, digest, CONFIG_LIMIT, `image config of ${name}`, signal);
+      await this.storeBlob(digest, body);
     }
-    const parsed = parseConfig(configBody, name);
+    const parsed = parseConfig(body, name);
     if (!platformMatches(wanted, parsed.platform)) {
       throw new OciError(
         'platform_mismatch',
@@ -237,163 +287,61 @@ export class ImageStore {
         `${name}: manifest lists ${manifest.layers.length} layers but the config ${parsed.diffIds.length} diff ids`,
       );
     }
-
-    const count = manifest.layers.length;
-    const ids = parsed.diffIds.map(layerIdFor);
-    const owner = `pull:${randomBytes(6).toString('hex')}`;
-    await this.cache.pin(owner, ids, { durable: false });
-    const controller = new AbortController();
-    const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let downloaded = 0;
-    const sources: (LayerSource | null)[] = new Array<LayerSource | null>(count).fill(null);
-    try {
-      const tasks = manifest.layers.map((desc, index) => async () => {
-        const diffId = parsed.diffIds[index]!;
-        const id = ids[index]!;
-        const report = (phase: PullProgress['phase'], done: number, total: number) =>
-          opts.onProgress?.({ layer: desc.digest, index, count, phase, done, total });
-        const n = await this.ensureLayer(client, ref, name, desc, diffId, id, controller.signal, report);
-        downloaded += n;
-      });
-      await forEachLimit(
-        tasks,
-        this.opts.concurrency ?? 3,
-        (t) => t(),
-        () => controller.abort(),
-      );
-      for (let i = 0; i < count; i++) {
-        const meta = await this.layers.meta(ids[i]!).catch(() => null);
-        sources[i] = (meta?.source as LayerSource | undefined) ?? null;
-      }
-      await this.cache.touch(ids);
-      await this.cache.makeRoom(0, { strict: true });
-    } catch (e) {
-      controller.abort();
-      // Back under capacity if this pull pushed the cache over it; its layers are no longer held.
-      await this.cache.unpin(owner);
-      await this.cache.makeRoom(0).catch(() => undefined);
-      throw e;
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-    }
-
-    // A layer that is opaque at its root hides everything below it; identical layers repeated in
-    // the stack compose the same as their topmost occurrence alone.
-    let start = 0;
-    sources.forEach((s, i) => {
-      if (s?.unpacked?.rootOpaque) start = i;
-    });
-    const stack: string[] = [];
-    for (let i = count - 1; i >= start; i--) if (!stack.includes(ids[i]!)) stack.unshift(ids[i]!);
-    try {
-      if (opts.pinAs) await this.cache.pin(opts.pinAs, stack);
-    } finally {
-      await this.cache.unpin(owner);
-    }
-    const compressedBytes = manifest.layers.reduce((a, l) => a + l.size, 0);
-    this.log.info(
-      `pulled ${name} (${fetched.digest.slice(0, 19)}): ${count} layers, ${downloaded} bytes downloaded`,
-    );
-    return {
-      reference: name,
-      digest: fetched.digest,
-      ...(indexDigest ? { indexDigest } : {}),
-      platform: parsed.platform,
-      config: parsed.config,
-      layers: stack.map((id) => this.layers.rootfs(id)),
-      layerIds: stack,
-      downloadedBytes: downloaded,
-      compressedBytes,
-    };
+    return parsed;
   }
 
-  /** Makes layer `id` present: deduplicated across concurrent pulls. Returns bytes downloaded. */
-  private async ensureLayer(
-    client: RegistryClient,
-    ref: ImageReference,
-    name: string,
-    desc: Descriptor,
-    diffId: string,
-    id: string,
-    signal: AbortSignal,
-    report: (phase: PullProgress['phase'], done: number, total: number) => void,
-  ): Promise<number> {
-    for (;;) {
-      await this.cache.settled(id);
-      const running = this.inFlight.get(id);
-      if (running) {
-        await running.catch(() => undefined);
-        continue;
-      }
-      if (await this.layers.has(id)) {
-        if (!this.cache.has(id)) {
-          const meta = await this.layers.meta(id);
-          const bytes = (meta.source as LayerSource | undefined)?.unpacked?.bytes;
-          await this.cache.add(id, bytes ?? 0);
-        }
-        report('cached', desc.size, desc.size);
-        return 0;
-      }
-      // Checked again after the await: the job below is registered synchronously.
-      if (!this.inFlight.has(id)) break;
-    }
+  /**
+   * Makes every layer of the image present (`ids` pinned by the caller), a few at a time; the
+   * first failure stops the others. Returns the bytes downloaded and each layer's source record.
+   */
+  private async fetchLayers(
+    pull: Pull,
+    manifest: ImageManifest,
+    diffIds: readonly string[],
+    ids: readonly string[],
+    onProgress: PullOptions['onProgress'],
+  ): Promise<{ downloaded: number; sources: (LayerSource | null)[] }> {
+    const count = manifest.layers.length;
+    const controller = new AbortController();
+    const onAbort = () => controller.abort(pull.signal?.reason);
+    pull.signal?.addEventListener('abort', onAbort, { once: true });
     let downloaded = 0;
-    const job = (async () => {
-      const what = `layer ${desc.digest.slice(0, 19)} of ${name}`;
-      const blob = this.blobPath(desc.digest);
-      await mkdir(this.blobDir, { recursive: true });
-      const haveBlob = await stat(blob).then(
-        (s) => s.size === desc.size,
-        () => false,
-      );
-      try {
-        // Best effort: make room for roughly the unpacked size before writing anything.
-        await this.cache.makeRoom(desc.size * 2);
-        if (!haveBlob) {
-          const tmp = `${blob}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-          try {
-            await client.downloadBlob(ref.repository, desc.digest, desc.size, tmp, {
-              signal,
-              what,
-              // A kept blob is reused later on the strength of its name: make it durable first.
-              sync: this.opts.keepBlobs ?? false,
-              onProgress: (p) => report('download', p.done, p.total),
-            });
-            await rename(tmp, blob);
-          } finally {
-            await rm(tmp, { force: true });
-          }
-          downloaded = desc.size;
-        }
-        const source: LayerSource = {
-          kind: 'oci-layer',
-          digest: desc.digest,
-          diffId,
-          mediaType: desc.mediaType,
-          from: name,
-        };
-        await this.layers.ensure(id, source, async (rootfs) => {
-          // LayerStore writes layer.json after this returns, so the unpack summary lands in it.
-          source.unpacked = await unpackLayer(blob, rootfs, {
-            expectedDiffId: diffId,
-            what,
-            onBytes: (n) => report('unpack', n, desc.size),
-          });
-        });
-        await this.cache.add(id, (source.unpacked?.bytes ?? 0) + (this.opts.keepBlobs ? desc.size : 0));
-        report('done', desc.size, desc.size);
-      } finally {
-        if (!this.opts.keepBlobs) await rm(blob, { force: true });
-      }
-    })();
-    this.inFlight.set(id, job);
     try {
-      await job;
+      await forEachLimit(
+        manifest.layers.map((desc, index) => ({ desc, index })),
+        this.opts.concurrency ?? 3,
+        async ({ desc, index }) => {
+          const report = (phase: PullProgress['phase'], done: number, total: number) =>
+            onProgress?.({ layer: desc.digest, index, count, phase, done, total });
+          const job = {
+            ...pull,
+            desc,
+            diffId: diffIds[index]!,
+            id: ids[index]!,
+            signal: controller.signal,
+            report,
+          };
+          // Read `downloaded` only after the await: the layers run concurrently.
+          const n = await this.fetcher.ensure(job);
+          downloaded += n;
+        },
+        () => controller.abort(),
+      );
+      const sources = await Promise.all(
+        ids.map(
+          async (id) =>
+            ((await this.layers.meta(id).catch(() => null))?.source as LayerSource | undefined) ?? null,
+        ),
+      );
+      await this.cache.touch(ids);
+      await this.cache.makeRoom(0, { strict: true });
+      return { downloaded, sources };
+    } catch (e) {
+      controller.abort();
+      throw e;
     } finally {
-      this.inFlight.delete(id);
+      pull.signal?.removeEventListener('abort', onAbort);
     }
-    return downloaded;
   }
 
   /** Errors of the layer store and the file system, in the pull's terms. */

@@ -1,18 +1,16 @@
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, lutimes, mkdir, open, rm, symlink, unlink, chmod, lchown } from 'node:fs/promises';
+import { chmod, lchown, link, lutimes, mkdir, open, rm, symlink, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { OciError } from './errors.js';
-import { readTar, type TarHeader } from './tar.js';
+import { readTar } from './tar.js';
+import { LayerPlanner, type Step } from './unpack-plan.js';
+import { applySpecials } from './unpack-specials.js';
 
-/** AUFS/OCI whiteout markers inside layer archives. */
-export const WHITEOUT_PREFIX = '.wh.';
-export const OPAQUE_MARKER = '.wh..wh..opq';
-/** The xattr overlayfs reads to hide a lower directory's contents. */
-export const OVERLAY_OPAQUE_XATTR = 'trusted.overlay.opaque';
+export { OPAQUE_MARKER, OVERLAY_OPAQUE_XATTR, WHITEOUT_PREFIX, safeComponents } from './unpack-plan.js';
 
 export interface UnpackResult {
   /** sha256 of the uncompressed archive: the layer's diff id. */
@@ -24,87 +22,6 @@ export interface UnpackResult {
   readonly opaqueDirs: number;
   /** The layer hides everything below it (an opaque marker at its root). */
   readonly rootOpaque: boolean;
-}
-
-/**
- * Splits an archive path into components, refusing anything that could land outside the layer:
- * absolute paths, `..` components, NUL bytes. `./a//b/` → ['a', 'b']; the root itself → [].
- */
-export function safeComponents(path: string): string[] {
-  if (path.includes('\0')) throw new OciError('unsafe_layer', `layer entry "${path}" contains a NUL byte`);
-  if (path.startsWith('/')) throw new OciError('unsafe_layer', `layer entry "${path}" is an absolute path`);
-  const parts = path.split('/').filter((c) => c !== '' && c !== '.');
-  if (parts.includes('..'))
-    throw new OciError('unsafe_layer', `layer entry "${path}" escapes the layer (..)`);
-  return parts;
-}
-
-/** xattrs an image may carry into a layer; trusted.* (overlayfs control) and others are dropped. */
-function keptXattr(name: string): boolean {
-  return name === 'security.capability' || name.startsWith('user.');
-}
-
-type Special =
-  | {
-      op: 'mknod';
-      path: string;
-      kind: 'c' | 'b' | 'p';
-      major: number;
-      minor: number;
-      mode: number;
-      uid: number;
-      gid: number;
-      mtime: number;
-    }
-  | { op: 'xattr'; path: string; name: string; value: string };
-
-/**
- * Device nodes, FIFOs and xattrs have no Node API: they are applied by one short python3 process
- * per layer (python3 is a setup.sh prerequisite). Paths are inside the layer being built, whose
- * parents were checked not to be symlinks; nothing follows a symlink.
- */
-const SPECIAL_SCRIPT = `
-import base64, json, os, stat, sys
-root = os.geteuid() == 0
-for line in sys.stdin:
-    op = json.loads(line)
-    p = op["path"]
-    if op["op"] == "mknod":
-        kind = {"c": stat.S_IFCHR, "b": stat.S_IFBLK, "p": stat.S_IFIFO}[op["kind"]]
-        os.mknod(p, kind | 0o600, os.makedev(op["major"], op["minor"]))
-        if root:
-            os.chown(p, op["uid"], op["gid"], follow_symlinks=False)
-        os.chmod(p, op["mode"])
-        os.utime(p, (op["mtime"], op["mtime"]), follow_symlinks=False)
-    else:
-        os.setxattr(p, op["name"], base64.b64decode(op["value"]), follow_symlinks=False)
-`;
-
-async function applySpecials(ops: Special[]): Promise<void> {
-  if (ops.length === 0) return;
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn('python3', ['-I', '-S', '-c', SPECIAL_SCRIPT], { stdio: ['pipe', 'ignore', 'pipe'] });
-    let err = '';
-    child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
-    child.on('error', (e) =>
-      reject(
-        new OciError('unsupported', `python3 is needed to create whiteouts and device nodes: ${e.message}`),
-      ),
-    );
-    child.on('close', (code) => {
-      if (code === 0) resolve();
-      else {
-        const last = err.trim().split('\n').pop() ?? '';
-        const e = new Error(
-          `creating whiteouts/device nodes/xattrs failed: ${last}`,
-        ) as NodeJS.ErrnoException;
-        if (/No space left/.test(err)) e.code = 'ENOSPC';
-        reject(e);
-      }
-    });
-    child.stdin.on('error', () => undefined);
-    child.stdin.end(ops.map((o) => JSON.stringify(o)).join('\n') + '\n');
-  });
 }
 
 /** The decompressor for a blob, chosen by its magic bytes (gzip, zstd, or a plain tar). */
@@ -138,29 +55,22 @@ function zstdProcess(file: string): Readable {
   return child.stdout;
 }
 
-/**
- * Unpacks one layer blob (tar, tar+gzip or tar+zstd) into `target`, an empty directory, in
- * overlayfs form: a whiteout `.wh.name` becomes a 0/0 character device `name`, an opaque marker
- * `.wh..wh..opq` sets `trusted.overlay.opaque=y` on its directory. Stacking such layers with
- * overlayfs (mountLayers) composes the image exactly as Docker's overlay2 driver does.
- *
- * Safety: no entry may be absolute or contain `..`; no entry may be created beneath a symlink
- * of the layer (the only way a later write could leave `target`); hard links must point to a
- * non-directory already extracted in the same layer; existing paths are unlinked, never
- * written through. The uncompressed stream's sha256 is checked against `expectedDiffId`.
- */
-export async function unpackLayer(
-  blob: string,
-  target: string,
-  opts: { expectedDiffId?: string; what: string; onBytes?: (compressedDone: number) => void },
-): Promise<UnpackResult> {
-  const isRoot = process.getuid?.() === 0;
+interface LayerStream {
+  /** The uncompressed archive. */
+  readonly tar: Readable;
+  /** sha256 of what `tar` delivered. */
+  readonly hash: Hash;
+  destroy(): void;
+}
+
+/** The blob's uncompressed bytes, hashed on the way; `onBytes` counts the compressed bytes read. */
+async function openLayer(blob: string, onBytes?: (compressedDone: number) => void): Promise<LayerStream> {
   const { stream: dec, spawnZstd } = await decompressor(blob);
   const file = createReadStream(blob, { highWaterMark: 1 << 20 });
   let compressed = 0;
   file.on('data', (c) => {
     compressed += c.length;
-    opts.onBytes?.(compressed);
+    onBytes?.(compressed);
   });
   const hash = createHash('sha256');
   const tee = new Transform({
@@ -181,223 +91,107 @@ export async function unpackLayer(
   }
   source.on('error', (e) => tee.destroy(e));
   source.pipe(tee);
-
-  /** Every path (relative, '/'-joined) this layer has created so far; 'node' = mknod still queued. */
-  const created = new Map<string, 'dir' | 'symlink' | 'file' | 'node'>();
-  const specials = new Map<string, Special[]>();
-  const dirTimes = new Map<string, number>();
-  let bytes = 0;
-  let entries = 0;
-  let whiteouts = 0;
-  let opaqueDirs = 0;
-  let rootOpaque = false;
-
-  const full = (rel: string) => join(target, rel);
-  const dropUnder = (rel: string) => {
-    for (const m of [created, specials, dirTimes] as Map<string, unknown>[]) {
-      for (const k of m.keys()) if (k === rel || k.startsWith(`${rel}/`)) m.delete(k);
-    }
+  return {
+    tar: tee,
+    hash,
+    destroy: () => {
+      file.destroy();
+      source.destroy();
+      tee.destroy();
+    },
   };
+}
 
-  /** Creates the parent directories of `parts`, refusing to pass through a symlink or a non-directory. */
-  const ensureParent = async (parts: string[], raw: string) => {
-    let rel = '';
-    for (let i = 0; i < parts.length - 1; i++) {
-      rel = rel ? `${rel}/${parts[i]}` : parts[i]!;
-      const kind = created.get(rel);
-      if (kind === 'dir') continue;
-      if (kind === 'symlink') {
-        throw new OciError('unsafe_layer', `layer entry "${raw}" goes through the symlink ${rel}`);
-      }
-      if (kind === 'file') {
-        throw new OciError('unsafe_layer', `layer entry "${raw}": ${rel} is not a directory`);
-      }
-      specials.delete(rel); // a queued whiteout or device node gives way to the directory
-      await mkdir(full(rel));
-      await chmod(full(rel), 0o755); // whatever the umask, as Docker creates missing parents
-      created.set(rel, 'dir');
-    }
-  };
-
-  /** Makes room for a new entry at rel: an existing directory stays only if the new entry is one too. */
-  const clear = async (rel: string, dir: boolean): Promise<boolean> => {
-    const kind = created.get(rel);
-    if (!kind) return false;
-    if (kind === 'dir' && dir) return true;
-    if (kind === 'dir') await rm(full(rel), { recursive: true, force: true });
-    else if (kind !== 'node') await unlink(full(rel));
-    dropUnder(rel);
-    return false;
-  };
-
-  const queue = (rel: string, op: Special) => {
-    const list = specials.get(rel) ?? [];
-    list.push(op);
-    specials.set(rel, list);
-  };
-
-  const handle = async (h: TarHeader, body: AsyncIterable<Buffer>) => {
-    const parts = safeComponents(h.path);
-    if (parts.length === 0) return; // the layer root itself: nothing to create
-    const base = parts[parts.length - 1]!;
-    await ensureParent(parts, h.path);
-    const parentRel = parts.slice(0, -1).join('/');
-
-    if (base.startsWith(WHITEOUT_PREFIX)) {
-      if (base === OPAQUE_MARKER) {
-        // overlayfs ignores opacity on a layer's root, so that case is reported and the caller
-        // drops the layers below instead.
-        if (parentRel) {
-          queue(parentRel, { op: 'xattr', path: full(parentRel), name: OVERLAY_OPAQUE_XATTR, value: 'eQ==' });
-        } else {
-          rootOpaque = true;
+/** Carries out one planned step under `target`; `body` is the entry's data (read for a file). */
+async function runStep(
+  target: string,
+  step: Step,
+  body: AsyncIterable<Buffer>,
+  asRoot: boolean,
+): Promise<void> {
+  const path = join(target, step.rel);
+  switch (step.op) {
+    case 'mkdir':
+      await mkdir(path, { mode: 0o700 });
+      return;
+    case 'attrs':
+      if (asRoot && step.owner) await lchown(path, step.owner.uid, step.owner.gid);
+      return chmod(path, step.mode);
+    case 'remove':
+      return step.dir ? rm(path, { recursive: true, force: true }) : unlink(path);
+    case 'file': {
+      const fh = await open(path, 'wx', 0o600);
+      try {
+        let pos = 0;
+        for await (const chunk of body) {
+          await fh.write(chunk, 0, chunk.length, pos);
+          pos += chunk.length;
         }
-        opaqueDirs++;
-        return;
+        if (asRoot) await fh.chown(step.owner.uid, step.owner.gid);
+        await fh.chmod(step.mode);
+        await fh.utimes(step.mtime, step.mtime);
+      } finally {
+        await fh.close();
       }
-      if (base.startsWith(`${WHITEOUT_PREFIX}${WHITEOUT_PREFIX}`)) return; // AUFS metadata (.wh..wh.plnk, …)
-      const name = base.slice(WHITEOUT_PREFIX.length);
-      if (!name || name === '.' || name === '..')
-        throw new OciError('unsafe_layer', `bad whiteout "${h.path}"`);
-      const rel = parentRel ? `${parentRel}/${name}` : name;
-      await clear(rel, false);
-      created.set(rel, 'node');
-      queue(rel, {
-        op: 'mknod',
-        path: full(rel),
-        kind: 'c',
-        major: 0,
-        minor: 0,
-        mode: 0,
-        uid: 0,
-        gid: 0,
-        mtime: h.mtime,
-      });
-      whiteouts++;
       return;
     }
+    case 'symlink':
+      await symlink(step.target, path);
+      if (asRoot) await lchown(path, step.owner.uid, step.owner.gid);
+      return lutimes(path, step.mtime, step.mtime);
+    case 'link':
+      return link(join(target, step.target), path);
+  }
+}
 
-    const rel = parts.join('/');
-    const path = full(rel);
-    const xattrs = [...h.xattrs].filter(([k]) => keptXattr(k));
-    switch (h.type) {
-      case 'dir': {
-        if (!(await clear(rel, true))) {
-          await mkdir(path, { mode: 0o700 });
-          created.set(rel, 'dir');
-          bytes += 4096;
-        }
-        if (isRoot) await lchown(path, h.uid, h.gid);
-        await chmod(path, h.mode);
-        dirTimes.set(rel, h.mtime);
-        break;
-      }
-      case 'file': {
-        await clear(rel, false);
-        const fh = await open(path, 'wx', 0o600);
-        created.set(rel, 'file');
-        try {
-          let pos = 0;
-          for await (const chunk of body) {
-            await fh.write(chunk, 0, chunk.length, pos);
-            pos += chunk.length;
-          }
-          if (isRoot) await fh.chown(h.uid, h.gid);
-          await fh.chmod(h.mode);
-          await fh.utimes(h.mtime, h.mtime);
-        } finally {
-          await fh.close();
-        }
-        bytes += Math.ceil(h.size / 4096) * 4096;
-        break;
-      }
-      case 'symlink': {
-        await clear(rel, false);
-        await symlink(h.linkname, path);
-        created.set(rel, 'symlink');
-        if (isRoot) await lchown(path, h.uid, h.gid);
-        await lutimes(path, h.mtime, h.mtime);
-        return; // no xattrs on symlinks
-      }
-      case 'link': {
-        const tparts = safeComponents(h.linkname);
-        const trel = tparts.join('/');
-        for (let i = 1; i < tparts.length; i++) {
-          const k = created.get(tparts.slice(0, i).join('/'));
-          if (k === 'symlink')
-            throw new OciError('unsafe_layer', `hard link "${h.path}" goes through a symlink`);
-        }
-        const tkind = created.get(trel);
-        if (!tkind) {
-          throw new OciError(
-            'unsafe_layer',
-            `hard link "${h.path}" points outside the layer ("${h.linkname}")`,
-          );
-        }
-        if (tkind === 'dir')
-          throw new OciError('unsafe_layer', `hard link "${h.path}" points to a directory`);
-        if (trel === rel) return;
-        await clear(rel, false);
-        const pending = specials.get(trel)?.find((o) => o.op === 'mknod');
-        if (pending) {
-          queue(rel, { ...pending, path });
-        } else {
-          await link(full(trel), path);
-        }
-        created.set(rel, tkind);
-        return;
-      }
-      case 'char':
-      case 'block':
-      case 'fifo': {
-        await clear(rel, false);
-        created.set(rel, 'node');
-        queue(rel, {
-          op: 'mknod',
-          path,
-          kind: h.type === 'char' ? 'c' : h.type === 'block' ? 'b' : 'p',
-          major: h.devmajor,
-          minor: h.devminor,
-          mode: h.mode,
-          uid: h.uid,
-          gid: h.gid,
-          mtime: h.mtime,
-        });
-        break;
-      }
-    }
-    for (const [name, value] of xattrs)
-      queue(rel, { op: 'xattr', path, name, value: value.toString('base64') });
-  };
+/** An unpack failure with the layer named; zlib's errors mean a corrupt blob. */
+function layerFailure(e: unknown, what: string): unknown {
+  if (e instanceof OciError) return new OciError(e.code, `${what}: ${e.message}`, { cause: e });
+  if (String((e as NodeJS.ErrnoException).code).startsWith('Z_')) {
+    return new OciError('unsafe_layer', `${what} is corrupt: ${(e as Error).message}`, { cause: e });
+  }
+  return e;
+}
 
+/**
+ * Unpacks one layer blob (tar, tar+gzip or tar+zstd) into `target`, an empty directory, in
+ * overlayfs form: a whiteout `.wh.name` becomes a 0/0 character device `name`, an opaque marker
+ * `.wh..wh..opq` sets `trusted.overlay.opaque=y` on its directory. Stacking such layers with
+ * overlayfs (mountLayers) composes the image exactly as Docker's overlay2 driver does.
+ *
+ * Safety (decided by LayerPlanner, unpack-plan.ts): no entry may be absolute or contain `..`; no
+ * entry may be created beneath a symlink of the layer (the only way a later write could leave
+ * `target`); hard links must point to a non-directory already extracted in the same layer;
+ * existing paths are unlinked, never written through. The uncompressed stream's sha256 is
+ * checked against `expectedDiffId`.
+ */
+export async function unpackLayer(
+  blob: string,
+  target: string,
+  opts: { expectedDiffId?: string; what: string; onBytes?: (compressedDone: number) => void },
+): Promise<UnpackResult> {
+  const asRoot = process.getuid?.() === 0;
+  const layer = await openLayer(blob, opts.onBytes);
+  const planner = new LayerPlanner();
+  let entries = 0;
   try {
-    for await (const { header, body } of readTar(tee as AsyncIterable<Buffer>)) {
+    for await (const { header, body } of readTar(layer.tar as AsyncIterable<Buffer>)) {
       entries++;
-      await handle(header, body);
+      for (const step of planner.entry(header)) await runStep(target, step, body, asRoot);
     }
   } catch (e) {
-    file.destroy();
-    source.destroy();
-    tee.destroy();
-    if (e instanceof OciError) throw new OciError(e.code, `${opts.what}: ${e.message}`, { cause: e });
-    if (String((e as NodeJS.ErrnoException).code).startsWith('Z_')) {
-      throw new OciError('unsafe_layer', `${opts.what} is corrupt: ${(e as Error).message}`, { cause: e });
-    }
-    throw e;
+    layer.destroy();
+    throw layerFailure(e, opts.what);
   }
-  const diffId = `sha256:${hash.digest('hex')}`;
+  const diffId = `sha256:${layer.hash.digest('hex')}`;
   if (opts.expectedDiffId && diffId !== opts.expectedDiffId) {
     throw new OciError(
       'digest_mismatch',
       `${opts.what}: uncompressed content hashes to ${diffId}, but the image config says ${opts.expectedDiffId}; rejected`,
     );
   }
-  const ops = [...specials.values()].flat();
-  // Device nodes before xattrs (an opaque directory may hold whiteouts).
-  ops.sort((a, b) => (a.op === b.op ? 0 : a.op === 'mknod' ? -1 : 1));
-  await applySpecials(ops);
-  // Directory times last: creating entries inside a directory changes its mtime.
-  const dirs = [...dirTimes].sort((a, b) => b[0].split('/').length - a[0].split('/').length);
-  for (const [rel, t] of dirs) await lutimes(full(rel), t, t);
-  return { diffId, bytes, entries, whiteouts, opaqueDirs, rootOpaque };
+  const { specials, dirTimes, totals } = planner.finish();
+  await applySpecials(target, specials);
+  for (const [rel, t] of dirTimes) await lutimes(join(target, rel), t, t);
+  return { diffId, entries, ...totals };
 }

@@ -1,2 +1,3 @@
 export { SandboxStore } from './sandbox-store.js';
 export { RepositoryPauses } from './repository-pauses.js';
+export { LocalCaptureDirs } from './capture-dirs.js';

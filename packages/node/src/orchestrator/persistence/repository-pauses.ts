@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Capture } from '../../runtime/index.js';
 import { CacheFullError, type RuntimeCache, type SnapshotStore } from '../../snapshot/index.js';
-import type { SandboxRecord } from '../record.js';
+import { readSandboxRecord, type SandboxRecord } from '../record.js';
 import type { PauseRepository } from '../seams.js';
 
 const KIND = 'pause';
@@ -74,6 +74,10 @@ export class RepositoryPauses implements PauseRepository {
     if (!newest) return undefined;
     const sandbox = (newest.meta as { sandbox?: PausedSandbox }).sandbox;
     if (!sandbox || sandbox.sandboxId !== sandboxId) return undefined;
-    return { pauseId: newest.id, record: { ...sandbox, state: 'paused', pauseId: newest.id } };
+    const record = readSandboxRecord(
+      { ...sandbox, state: 'paused', pauseId: newest.id },
+      `pause ${newest.id} of sandbox ${sandboxId}`,
+    );
+    return { pauseId: newest.id, record };
   }
 }

@@ -1,14 +1,15 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { SandboxRecord } from '../record.js';
+import { readSandboxRecord, type SandboxRecord } from '../record.js';
+import type { SandboxRecordStore } from '../seams.js';
 import type { SandboxState } from '../states.js';
 
 /**
  * Durable sandbox records in SQLite (WAL, synchronous=FULL: a record the API reported must
  * survive a crash). State changes are compare-and-set on the stored state.
  */
-export class SandboxStore {
+export class SandboxStore implements SandboxRecordStore {
   private readonly db: Database.Database;
 
   constructor(file: string) {
@@ -48,7 +49,7 @@ export class SandboxStore {
   get(id: string): SandboxRecord | undefined {
     const row = this.db.prepare('SELECT record FROM sandboxes WHERE id = ?').get(id) as
       { record: string } | undefined;
-    return row ? (JSON.parse(row.record) as SandboxRecord) : undefined;
+    return row ? parse(id, row.record) : undefined;
   }
 
   delete(id: string): void {
@@ -57,13 +58,18 @@ export class SandboxStore {
 
   /** Newest first. */
   all(): SandboxRecord[] {
-    const rows = this.db.prepare('SELECT record FROM sandboxes ORDER BY started_at DESC, id').all() as {
+    const rows = this.db.prepare('SELECT id, record FROM sandboxes ORDER BY started_at DESC, id').all() as {
+      id: string;
       record: string;
     }[];
-    return rows.map((r) => JSON.parse(r.record) as SandboxRecord);
+    return rows.map((r) => parse(r.id, r.record));
   }
 
   close(): void {
     this.db.close();
   }
+}
+
+function parse(id: string, text: string): SandboxRecord {
+  return readSandboxRecord(JSON.parse(text), `stored record of sandbox ${id}`);
 }

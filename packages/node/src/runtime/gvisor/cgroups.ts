@@ -1,4 +1,4 @@
-import { readFile, readdir, rmdir, stat } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -43,8 +43,21 @@ export async function cgroupDirs(layout: CgroupLayout, cgroupsPath: string): Pro
 export interface CgroupUsage {
   cpuNs: number | null;
   memoryBytes: number | null;
+  /** Usage minus the inactive file cache the kernel reclaims first: what the sandbox really holds. */
+  workingSetBytes: number | null;
   memoryLimitBytes: number | null;
   pids: number | null;
+}
+
+/** One counter of a memory.stat file (`name value` lines). */
+function statField(text: string, name: string): number | null {
+  const m = new RegExp(`^${name} (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : null;
+}
+
+function workingSet(usage: number | null, inactiveFile: number | null): number | null {
+  if (usage === null) return null;
+  return Math.max(0, usage - (inactiveFile ?? 0));
 }
 
 export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string): Promise<CgroupUsage> {
@@ -52,17 +65,23 @@ export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string)
     const dir = join(CGROUP_ROOT, cgroupsPath);
     const cpuStat = await readFile(join(dir, 'cpu.stat'), 'utf8').catch(() => '');
     const usec = /usage_usec (\d+)/.exec(cpuStat)?.[1];
+    const memoryBytes = await readNumber(join(dir, 'memory.current'));
+    const memStat = await readFile(join(dir, 'memory.stat'), 'utf8').catch(() => '');
     return {
       cpuNs: usec ? Number(usec) * 1000 : null,
-      memoryBytes: await readNumber(join(dir, 'memory.current')),
+      memoryBytes,
+      workingSetBytes: workingSet(memoryBytes, statField(memStat, 'inactive_file')),
       memoryLimitBytes: await readNumber(join(dir, 'memory.max')),
       pids: await readNumber(join(dir, 'pids.current')),
     };
   }
   const at = (ctrl: string, file: string) => join(CGROUP_ROOT, ctrl, cgroupsPath, file);
+  const memoryBytes = await readNumber(at('memory', 'memory.usage_in_bytes'));
+  const memStat = await readFile(at('memory', 'memory.stat'), 'utf8').catch(() => '');
   return {
     cpuNs: await readNumber(at('cpuacct', 'cpuacct.usage')),
-    memoryBytes: await readNumber(at('memory', 'memory.usage_in_bytes')),
+    memoryBytes,
+    workingSetBytes: workingSet(memoryBytes, statField(memStat, 'total_inactive_file')),
     memoryLimitBytes: await readNumber(at('memory', 'memory.limit_in_bytes')),
     pids: await readNumber(at('pids', 'pids.current')),
   };
@@ -98,4 +117,64 @@ export async function removeCgroups(layout: CgroupLayout, cgroupsPath: string): 
 export async function cgroupExists(layout: CgroupLayout, cgroupsPath: string): Promise<boolean> {
   for (const dir of await cgroupDirs(layout, cgroupsPath)) if (await exists(dir)) return true;
   return false;
+}
+
+/**
+ * Freezes or thaws every process of a cgroup (v1 freezer, v2 cgroup.freeze) and waits until the
+ * kernel reports the new state. A frozen sandbox uses no CPU at all, its memory stays as it was.
+ */
+export async function setFrozen(
+  layout: CgroupLayout,
+  cgroupsPath: string,
+  frozen: boolean,
+  timeoutMs = 5000,
+): Promise<void> {
+  const v2 = layout === 'v2';
+  const dir = v2 ? join(CGROUP_ROOT, cgroupsPath) : join(CGROUP_ROOT, 'freezer', cgroupsPath);
+  await writeFile(
+    join(dir, v2 ? 'cgroup.freeze' : 'freezer.state'),
+    v2 ? (frozen ? '1' : '0') : frozen ? 'FROZEN' : 'THAWED',
+  );
+  const done = async () => {
+    if (v2)
+      return (
+        /^frozen (\d)$/m.exec(await readFile(join(dir, 'cgroup.events'), 'utf8'))?.[1] ===
+        (frozen ? '1' : '0')
+      );
+    return (await readFile(join(dir, 'freezer.state'), 'utf8')).trim() === (frozen ? 'FROZEN' : 'THAWED');
+  };
+  const deadline = Date.now() + timeoutMs;
+  while (!(await done())) {
+    if (Date.now() > deadline)
+      throw new Error(`cgroup ${cgroupsPath} did not become ${frozen ? 'frozen' : 'thawed'}`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** Whether the cgroup is frozen (false when it does not exist). */
+export async function isFrozen(layout: CgroupLayout, cgroupsPath: string): Promise<boolean> {
+  if (layout === 'v2') {
+    const ev = await readFile(join(CGROUP_ROOT, cgroupsPath, 'cgroup.events'), 'utf8').catch(() => '');
+    return /^frozen 1$/m.test(ev);
+  }
+  const st = await readFile(join(CGROUP_ROOT, 'freezer', cgroupsPath, 'freezer.state'), 'utf8').catch(
+    () => '',
+  );
+  return st.trim() !== '' && st.trim() !== 'THAWED';
+}
+
+/**
+ * Makes sure a v1 cpuset parent has CPUs and memory nodes before sandboxes pinned below it start:
+ * a new cpuset directory starts empty, a child must be a subset of its parent, and runsc fills
+ * the parents it creates only when the spec names no CPUs. v2 needs nothing (empty = inherit).
+ */
+export async function ensureCpusetParent(layout: CgroupLayout, parent: string): Promise<void> {
+  if (layout === 'v2') return;
+  const root = join(CGROUP_ROOT, 'cpuset');
+  const dir = join(root, parent);
+  await mkdir(dir, { recursive: true });
+  for (const file of ['cpuset.cpus', 'cpuset.mems']) {
+    if ((await readFile(join(dir, file), 'utf8')).trim()) continue;
+    await writeFile(join(dir, file), (await readFile(join(root, file), 'utf8')).trim());
+  }
 }

@@ -1,5 +1,6 @@
 import { access, constants } from 'node:fs/promises';
 import { type CgroupLayout, detectCgroupLayout } from './cgroups.js';
+import { DEFAULT_REAPER_PATH, reaperAvailable } from './reaper.js';
 import { runCommand } from './runsc.js';
 import { parseRunscVersion, runscVersionProblem, RUNSC_FIX } from './version.js';
 
@@ -10,6 +11,8 @@ export interface GvisorHost {
   readonly cgroups: CgroupLayout;
   /** /proc/sys/net/core/rmem_default is visible outside the root netns (see wrapForNetSysctlQuirk). */
   readonly netSysctlQuirk: boolean;
+  /** aenv-reaper, when built (see reaper.ts); null: sandboxes are re-parented to PID 1. */
+  readonly reaperPath: string | null;
 }
 
 async function which(cmd: string): Promise<string | null> {
@@ -41,7 +44,10 @@ async function detectNetSysctlQuirk(): Promise<boolean> {
 }
 
 /** Resolves the host facts, or a reason (with the fix) why gVisor cannot run here. */
-export async function inspectGvisorHost(runscPath?: string): Promise<GvisorHost | { problem: string }> {
+export async function inspectGvisorHost(
+  runscPath?: string,
+  reaperPath: string = DEFAULT_REAPER_PATH,
+): Promise<GvisorHost | { problem: string }> {
   if (process.getuid?.() !== 0)
     return { problem: 'the gvisor driver needs root (namespaces, cgroups, mounts)' };
   const runsc = runscPath ?? (await which('runsc'));
@@ -65,5 +71,6 @@ export async function inspectGvisorHost(runscPath?: string): Promise<GvisorHost 
     runscVersion: version.raw,
     cgroups,
     netSysctlQuirk: await detectNetSysctlQuirk(),
+    reaperPath: (await reaperAvailable(reaperPath)) ? reaperPath : null,
   };
 }

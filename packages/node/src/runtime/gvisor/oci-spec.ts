@@ -13,6 +13,8 @@ export interface OciSpecInput {
   readonly cgroupsPath: string;
   /** true when the writable layer lives in the sandbox's memory (it then counts against the limit). */
   readonly upperInMemory: boolean;
+  /** Host CPUs the sandbox may run on (its cpuset); absent: all of them. */
+  readonly cpus?: readonly number[];
 }
 
 const CFS_PERIOD_US = 100_000;
@@ -130,7 +132,11 @@ export function buildOciSpec(input: OciSpecInput): Record<string, unknown> {
       cgroupsPath: input.cgroupsPath,
       resources: {
         memory: { limit: memoryLimitBytes(input.resources, input.upperInMemory) },
-        cpu: { quota: Math.round(input.resources.cpuCount * CFS_PERIOD_US), period: CFS_PERIOD_US },
+        cpu: {
+          quota: Math.round(input.resources.cpuCount * CFS_PERIOD_US),
+          period: CFS_PERIOD_US,
+          ...(input.cpus?.length ? { cpus: input.cpus.join(',') } : {}),
+        },
       },
     },
   };

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { runProcess, type ProcessResult } from '../../util/index.js';
 
 /** Flags every runsc invocation for one sandbox must repeat (runsc keeps no per-sandbox flags). */
 export interface RunscFlags {
@@ -41,47 +41,23 @@ export function wrapForNetSysctlQuirk(argv: readonly string[]): string[] {
   ];
 }
 
-export interface CommandResult {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-  readonly timedOut: boolean;
-}
+export type CommandResult = Pick<ProcessResult, 'code' | 'stdout' | 'stderr' | 'timedOut'>;
 
 /**
- * Runs one command to completion. stdin is /dev/null and stdout/stderr are pipes: `runsc exec`
- * otherwise takes over the caller's terminal. Commands that leave a detached sandbox behind must
- * not use pipes (the sandbox would inherit and hold them open): see `stdoutFd`.
+ * Runs one command to completion (util's runProcess). stdin is /dev/null and stdout/stderr are
+ * pipes: `runsc exec` otherwise takes over the caller's terminal. Commands that leave a detached
+ * sandbox behind must not use pipes (the sandbox would inherit and hold them open): see
+ * `stdoutFd`, or reaper.ts.
  */
-export function runCommand(
+export async function runCommand(
   argv: readonly string[],
   opts: { timeoutMs: number; stdoutFd?: number },
 ): Promise<CommandResult> {
   const [cmd, ...args] = argv;
-  if (!cmd) return Promise.reject(new Error('empty command'));
-  return new Promise((resolve, reject) => {
-    const fd = opts.stdoutFd;
-    const child = spawn(cmd, args, {
-      stdio: ['ignore', fd ?? 'pipe', fd ?? 'pipe'],
-      detached: false,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, opts.timeoutMs);
-    child.on('error', (e) => {
-      clearTimeout(timer);
-      reject(e);
-    });
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, timedOut });
-    });
+  if (!cmd) throw new Error('empty command');
+  return runProcess(cmd, args, {
+    timeoutMs: opts.timeoutMs,
+    ...(opts.stdoutFd !== undefined ? { outputFd: opts.stdoutFd } : {}),
   });
 }
 

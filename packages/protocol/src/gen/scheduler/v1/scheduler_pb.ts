@@ -250,7 +250,10 @@ export type ScheduleRequest = Message<"scheduler.v1.ScheduleRequest"> & {
   pauseId: string;
 
   /**
-   * Runtime-cache keys of the captures this start restores; nodes holding one get a locality bonus.
+   * Runtime-cache keys of the captures this start restores, beyond those the scheduler derives
+   * from template_id, snapshot_id and pause_id; nodes holding one get a locality bonus. Keys are
+   * built as `captureKey` in @agentenv/protocol builds them: template/<id or name>,
+   * snapshot/<id or name>, pause/<id>.
    *
    * @generated from field: repeated string cache_keys = 5;
    */
@@ -501,7 +504,8 @@ export type HeartbeatRequest = Message<"scheduler.v1.HeartbeatRequest"> & {
   sandboxes: SandboxSummary[];
 
   /**
-   * Captures in the node's runtime cache (templates, snapshots, pauses).
+   * Captures in the node's runtime cache (templates, snapshots, pauses), keyed as `captureKey` in
+   * @agentenv/protocol keys them.
    *
    * @generated from field: repeated string cache_keys = 8;
    */

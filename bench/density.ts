@@ -1,0 +1,244 @@
+/**
+ * Density benchmark (issue #12): what idle sandboxes cost and how creates hold up as they pile up.
+ *
+ * 1. Driver level (GvisorDriver on the node's template capture): idle CPU of 20 restored
+ *    sandboxes, as they are, frozen (cgroup freezer), and pinned one CPU each (cpuset); PSS per
+ *    idle sandbox.
+ * 2. Through a real aenv-server and the E2B SDK (pool off): idle CPU of 20 sandboxes, PSS per idle
+ *    sandbox, then create p50 (5 creates, each killed again) with 0, 50, 100 and 200 idle
+ *    sandboxes held, and the host's free memory at each step. `--freeze-held` freezes each held
+ *    sandbox through its cgroup, standing in for the node's idle freeze.
+ *
+ * CPU is the sandboxes' own (their cgroups' cpuacct), so other work on the machine does not count,
+ * and is given in % of one core. Its node: port 19701, home /var/lib/aenv-h7/density, runtime
+ * /run/aenv-h7/density, tag h7 in 10.117.0.0/17 (driver-level sandboxes in 10.117.128.0/17).
+ *
+ * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10] [--freeze-held]
+ */
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { Sandbox } from 'e2b';
+import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
+import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
+import { templateCapture } from './bare-runsc.js';
+import { borrowBaseRootfs } from './bench-node.js';
+import { cleanupOnSignals, leftBehind } from './leftovers.js';
+import { percentile, timeMs } from './stats.js';
+
+const { values } = parseArgs({
+  options: {
+    steps: { type: 'string', default: '0,50,100,200' },
+    window: { type: 'string', default: '10' },
+    idle: { type: 'string', default: '20' },
+    'freeze-held': { type: 'boolean', default: false },
+  },
+});
+const STEPS = values.steps.split(',').map(Number);
+const WINDOW_MS = Number(values.window) * 1000;
+const IDLE = Number(values.idle);
+const FREEZE_HELD = values['freeze-held'];
+
+const PORT = 19701;
+const HOME = '/var/lib/aenv-h7/density';
+const RUNTIME = '/run/aenv-h7/density';
+const TAG = 'h7';
+const NODE_CGROUP = `aenv-${TAG}`;
+const DRIVER_CGROUP = 'aenv-h7-density';
+const RES = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
+const LONG = { timeoutMs: 3_600_000 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+
+// ------------------------------------------------------------------ host measurements
+
+async function children(cgroupParent: string): Promise<string[]> {
+  const dir = `/sys/fs/cgroup/cpuacct/${cgroupParent}`;
+  return (await readdir(dir, { withFileTypes: true }).catch(() => []))
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name);
+}
+
+async function cpuNs(cgroupParent: string, ids: readonly string[]): Promise<number> {
+  let n = 0;
+  for (const id of ids) {
+    n += Number(
+      await readFile(`/sys/fs/cgroup/cpuacct/${cgroupParent}/${id}/cpuacct.usage`, 'utf8').catch(() => '0'),
+    );
+  }
+  return n;
+}
+
+/** CPU the sandboxes use over the window, in % of one core (total). */
+async function idleCpu(cgroupParent: string, ids: readonly string[]): Promise<number> {
+  const a = await cpuNs(cgroupParent, ids);
+  const t = performance.now();
+  await sleep(WINDOW_MS);
+  const b = await cpuNs(cgroupParent, ids);
+  return (100 * (b - a)) / ((performance.now() - t) * 1e6);
+}
+
+async function pss(cgroupParent: string, id: string): Promise<number> {
+  const procs = await readFile(`/sys/fs/cgroup/memory/${cgroupParent}/${id}/cgroup.procs`, 'utf8').catch(
+    () => '',
+  );
+  let kb = 0;
+  for (const pid of procs.split('\n').filter(Boolean)) {
+    const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+    kb += Number(/^Pss:\s+(\d+)/m.exec(text)?.[1] ?? 0);
+  }
+  return kb * 1024;
+}
+
+async function memAvailable(): Promise<number> {
+  return Number(/^MemAvailable:\s+(\d+)/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
+}
+
+async function setFrozen(cgroupParent: string, id: string, frozen: boolean): Promise<void> {
+  await writeFile(`/sys/fs/cgroup/freezer/${cgroupParent}/${id}/freezer.state`, frozen ? 'FROZEN' : 'THAWED');
+}
+
+// ------------------------------------------------------------------ 1. driver level
+
+const lines: string[] = [];
+const say = (l: string) => {
+  lines.push(l);
+  console.log(l);
+};
+
+async function driverLevel(capture: string): Promise<void> {
+  for (const placement of ['none', 'spread'] as const) {
+    const driver = new GvisorDriver({
+      runtimeDir: `${RUNTIME}-driver-${placement}`,
+      cgroupParent: DRIVER_CGROUP,
+      cpuPlacement: placement,
+    });
+    const hs: SandboxHandle[] = [];
+    try {
+      for (let i = 0; i < IDLE; i++) {
+        hs.push(
+          await driver.restore({
+            capture,
+            resources: RES,
+            net: createTestNet({ prefix: '10.117', firstThird: 128 }),
+          }),
+        );
+      }
+      await sleep(3000);
+      const ids = hs.map((h) => h.id);
+      const running = await idleCpu(DRIVER_CGROUP, ids);
+      const label = placement === 'spread' ? ', one CPU each (cpuset)' : '';
+      say(
+        `driver: ${IDLE} idle sandboxes${label}: ${running.toFixed(2)} % of one core (${(running / IDLE).toFixed(3)} % each)`,
+      );
+      if (placement === 'none') {
+        const sizes = await Promise.all(ids.map((id) => pss(DRIVER_CGROUP, id)));
+        say(
+          `driver: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`,
+        );
+        for (const h of hs) await driver.freeze(h);
+        const frozen = await idleCpu(DRIVER_CGROUP, ids);
+        say(`driver: ${IDLE} frozen sandboxes: ${frozen.toFixed(3)} % of one core`);
+        const thaw = await Promise.all(hs.map((h) => timeMs(() => driver.thaw(h))));
+        say(`driver: thaw p50 ${percentile(thaw, 50).toFixed(1)} ms`);
+      }
+    } finally {
+      await driver.close();
+      destroyAllTestNets();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ 2. through the node
+
+async function nodeLevel(): Promise<void> {
+  const held: Sandbox[] = [];
+  const heldIds = async () => (await children(NODE_CGROUP)).filter((id) => id.startsWith('aenv-'));
+  const hold = async (n: number) => {
+    while (held.length < n) {
+      held.push(await Sandbox.create(LONG));
+    }
+  };
+  try {
+    await hold(IDLE);
+    await sleep(3000);
+    const ids = await heldIds();
+    const cpu = await idleCpu(NODE_CGROUP, ids);
+    say(
+      `node: ${ids.length} idle sandboxes: ${cpu.toFixed(2)} % of one core (${(cpu / ids.length).toFixed(3)} % each)`,
+    );
+    const sizes = await Promise.all(ids.map((id) => pss(NODE_CGROUP, id)));
+    say(`node: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`);
+    say('');
+    say('| idle sandboxes held | create p50 | create p95 | memory available |');
+    say('|---|---|---|---|');
+    const frozen = new Set<string>();
+    for (const step of STEPS) {
+      await hold(step);
+      if (FREEZE_HELD) {
+        for (const id of await heldIds()) {
+          if (!frozen.has(id)) await setFrozen(NODE_CGROUP, id, true);
+          frozen.add(id);
+        }
+      }
+      const creates: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        let s: Sandbox | undefined;
+        creates.push(await timeMs(async () => (s = await Sandbox.create())));
+        await s!.kill();
+      }
+      say(
+        `| ${held.length}${FREEZE_HELD ? ' (frozen)' : ''} | ${percentile(creates, 50).toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${gib(await memAvailable())} |`,
+      );
+    }
+    for (const id of frozen) await setFrozen(NODE_CGROUP, id, false).catch(() => undefined);
+  } finally {
+    for (let i = 0; i < held.length; i += 20) {
+      await Promise.all(held.slice(i, i + 20).map((s) => s.kill().catch(() => undefined)));
+    }
+  }
+}
+
+// ------------------------------------------------------------------ run
+
+let server: TestServer | undefined;
+let cleaned = false;
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  await server?.stop().catch(() => undefined);
+  destroyAllTestNets();
+  for (const d of [HOME, RUNTIME, `${RUNTIME}-driver-none`, `${RUNTIME}-driver-spread`]) {
+    await rm(d, { recursive: true, force: true });
+  }
+  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME]);
+  if (left.length) console.error(`left behind:\n${left.join('\n')}`);
+}
+cleanupOnSignals(cleanup);
+
+try {
+  await rm(HOME, { recursive: true, force: true });
+  await mkdir(HOME, { recursive: true });
+  await borrowBaseRootfs(HOME);
+  server = await startServer({
+    API_ADDR: `127.0.0.1:${PORT}`,
+    AENV_HOME_PATH: HOME,
+    AENV_RUNTIME_PATH: RUNTIME,
+    AENV_NETWORK_NODE_TAG: TAG,
+    AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
+    AENV_POOL_SIZE: '0',
+    AENV_MAX_SANDBOXES: String(Math.max(...STEPS) + 50),
+  });
+  useSdkEnv(`http://127.0.0.1:${PORT}`);
+  await (await Sandbox.create()).kill();
+  console.log(`AgentENV density benchmark (${new Date().toISOString()}), window ${WINDOW_MS / 1000} s\n`);
+  await driverLevel(await templateCapture(HOME));
+  await nodeLevel();
+} catch (e) {
+  console.error(e);
+  if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}

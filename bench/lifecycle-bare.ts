@@ -1,0 +1,213 @@
+/**
+ * The bare-runsc side of bench/lifecycle.ts: the runtime work of each lifecycle operation done
+ * with runsc alone (same flags, bundle and readiness check as the driver) on the node's own
+ * template capture, in the same run.
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readCapture, type GvisorHost } from '@agentenv/node';
+import { createTestNet, type TestNet } from '@agentenv/test-support/runtime';
+import { bareRunsc, type BareRunsc, type BareSource } from './bare-runsc.js';
+import { timeMs } from './stats.js';
+
+/** Writes fresh random data at 30 MiB/s into a 64 MiB ring file inside the sandbox. */
+export const WRITER = `
+import os, time
+RING, BLK, RATE = 64 << 20, 1 << 20, 30 << 20
+f = open('/tmp/aenv-bench-ring', 'wb+')
+n, t0 = 0, time.time()
+while True:
+    f.seek(n * BLK % RING); f.write(os.urandom(BLK)); f.flush(); n += 1
+    lag = t0 + n * BLK / RATE - time.time()
+    if lag > 0: time.sleep(lag)
+    elif lag < -1: t0 -= lag + 1
+`;
+
+/**
+ * Wakes every millisecond and remembers the longest stall between two wakeups; when
+ * /tmp/aenv-gap-reset appears it writes that stall (seconds) to /tmp/aenv-gap and starts over.
+ * A checkpoint stops the whole sandbox, so the stall it sees is how long the sandbox was held.
+ */
+export const GAP_PROBE = `
+import os, time
+mx, last = 0.0, time.monotonic()
+while True:
+    time.sleep(0.001)
+    now = time.monotonic()
+    mx, last = max(mx, now - last), now
+    if os.path.exists('/tmp/aenv-gap-reset'):
+        os.remove('/tmp/aenv-gap-reset')
+        with open('/tmp/aenv-gap.tmp', 'w') as f: f.write(str(mx))
+        os.replace('/tmp/aenv-gap.tmp', '/tmp/aenv-gap')
+        mx = 0.0
+`;
+
+/** Bare sandboxes' addresses: the upper half of the bench's 10.117/16 (the node has the lower). */
+const NETS = { prefix: '10.117', firstThird: 128 };
+
+export interface BareResults {
+  restore: number[];
+  checkpointStop: number[];
+  restorePaused: number[];
+  delete: number[];
+  deleteUnreaped: number[];
+  checkpointQuiet: number[];
+  checkpointWriting: number[];
+  forks: Map<number, number[]>;
+}
+
+export class BareLab {
+  private readonly bare: BareRunsc;
+  private readonly unreaped: BareRunsc;
+  private readonly nets: TestNet[] = [];
+
+  constructor(
+    host: GvisorHost,
+    private readonly dir: string,
+    cgroupParent: string,
+  ) {
+    this.bare = bareRunsc(host, { dir, cgroupParent, underReaper: true });
+    this.unreaped = bareRunsc(host, { dir: `${dir}-pid1`, cgroupParent: `${cgroupParent}-pid1` });
+  }
+
+  async cleanup(): Promise<void> {
+    await this.bare.cleanup();
+    await this.unreaped.cleanup();
+    for (const n of this.nets.splice(0)) n.destroy();
+    await rm(this.dir, { recursive: true, force: true });
+    await rm(`${this.dir}-pid1`, { recursive: true, force: true });
+  }
+
+  private net(): TestNet {
+    const n = createTestNet(NETS);
+    this.nets.push(n);
+    return n;
+  }
+
+  private drop(n: TestNet): void {
+    n.destroy();
+    this.nets.splice(this.nets.indexOf(n), 1);
+  }
+
+  /** A bare sandbox restored from `capture` until envd answers; returns its id and the time. */
+  private async restore(b: BareRunsc, capture: string, source: BareSource, resources: Resources) {
+    const net = this.net();
+    const bundle = await b.bundle(net, source, resources);
+    const ms = await timeMs(async () => {
+      await b.launch(['restore', '--image-path', capture, '--bundle', bundle.dir, '--detach', bundle.id]);
+      await b.healthy(net);
+    });
+    return { id: bundle.id, net, ms };
+  }
+
+  private async checkpoint(id: string, leaveRunning: boolean): Promise<{ dir: string; ms: number }> {
+    const dir = join(this.dir, 'captures', `${id}-${Date.now()}`);
+    await mkdir(dir, { recursive: true });
+    const args = [
+      'checkpoint',
+      '--image-path',
+      dir,
+      '--compression=none',
+      ...(leaveRunning ? ['--leave-running'] : []),
+    ];
+    return { dir, ms: await timeMs(() => this.bare.run([...args, id])) };
+  }
+
+  async measure(template: string, iter: number, forkReps: number): Promise<BareResults> {
+    const { meta } = await readCapture(template);
+    const source: BareSource = {
+      rootfs: meta.layers[0]!,
+      init: meta.init,
+      mounts: meta.mounts,
+      hostname: meta.hostname,
+    };
+    const res = meta.resources;
+    const r: BareResults = {
+      restore: [],
+      checkpointStop: [],
+      restorePaused: [],
+      delete: [],
+      deleteUnreaped: [],
+      checkpointQuiet: [],
+      checkpointWriting: [],
+      forks: new Map(),
+    };
+    for (let i = 0; i < iter; i++) {
+      const a = await this.restore(this.bare, template, source, res);
+      r.restore.push(a.ms);
+      const stop = await this.checkpoint(a.id, false);
+      r.checkpointStop.push(stop.ms);
+      await this.bare.kill(a.id);
+      this.drop(a.net);
+      const back = await this.restore(this.bare, stop.dir, source, res);
+      r.restorePaused.push(back.ms);
+      r.delete.push(await timeMs(() => this.bare.kill(back.id)));
+      this.drop(back.net);
+      await rm(stop.dir, { recursive: true, force: true });
+    }
+    for (let i = 0; i < 3; i++) {
+      const u = await this.restore(this.unreaped, template, source, res);
+      r.deleteUnreaped.push(await timeMs(() => this.unreaped.kill(u.id)));
+      this.drop(u.net);
+    }
+    const s = await this.restore(this.bare, template, source, res);
+    for (let i = 0; i < iter; i++) {
+      const c = await this.checkpoint(s.id, true);
+      r.checkpointQuiet.push(c.ms);
+      await rm(c.dir, { recursive: true, force: true });
+    }
+    const forkCapture = await this.checkpoint(s.id, true);
+    // (not `exec --detach`: runsc appends its --pid-file flag after the command's arguments)
+    await this.bare.run(['exec', s.id, '/bin/sh', '-c', 'nohup python3 -c "$0" >/dev/null 2>&1 &', WRITER]);
+    await new Promise((res) => setTimeout(res, 2000));
+    for (let i = 0; i < iter; i++) {
+      const c = await this.checkpoint(s.id, true);
+      r.checkpointWriting.push(c.ms);
+      await rm(c.dir, { recursive: true, force: true });
+    }
+    await this.bare.kill(s.id);
+    this.drop(s.net);
+    for (const k of [1, 4, 16])
+      r.forks.set(k, await this.parallelRestores(k, forkReps, forkCapture.dir, source, res));
+    await rm(forkCapture.dir, { recursive: true, force: true });
+    return r;
+  }
+
+  /** k restores of one capture in parallel until all answer; networks and bundles made beforehand. */
+  private async parallelRestores(
+    k: number,
+    reps: number,
+    capture: string,
+    source: BareSource,
+    res: Resources,
+  ): Promise<number[]> {
+    const out: number[] = [];
+    for (let rep = 0; rep < reps; rep++) {
+      const nets = Array.from({ length: k }, () => this.net());
+      const bundles = await Promise.all(nets.map((n) => this.bare.bundle(n, source, res)));
+      out.push(
+        await timeMs(() =>
+          Promise.all(
+            bundles.map(async (b, i) => {
+              await this.bare.launch([
+                'restore',
+                '--image-path',
+                capture,
+                '--bundle',
+                b.dir,
+                '--detach',
+                b.id,
+              ]);
+              await this.bare.healthy(nets[i]!);
+            }),
+          ),
+        ),
+      );
+      await Promise.all(bundles.map((b) => this.bare.kill(b.id)));
+      for (const n of nets) this.drop(n);
+    }
+    return out;
+  }
+}
+
+type Resources = Parameters<BareRunsc['bundle']>[2];

@@ -1,0 +1,316 @@
+/**
+ * Lifecycle benchmark (issue #12): create (warm pool on and off), pause, resume, kill, snapshot of
+ * a quiet sandbox and of one writing 30 MB/s (how long the source is held, and the API answer),
+ * and fork into 1/4/16 children until all answer, through a real aenv-server and the E2B SDK;
+ * next to bare runsc doing the same runtime work on the same captures in the same run.
+ *
+ * Its node shares nothing with the tests: port 19700, home /var/lib/aenv-h7/lifecycle (the base
+ * rootfs layer is borrowed read-only from the test home), runtime dir /run/aenv-h7/lifecycle,
+ * network tag h7 in 10.117.0.0/17; the bare sandboxes use 10.117.128.0/17 and cgroup aenv-h7-bare.
+ * Everything is removed at the end, also on failure or Ctrl-C.
+ *
+ * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2]   (~6 min)
+ */
+import { mkdir, rm } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { Sandbox } from 'e2b';
+import { ENVD_PORT } from '@agentenv/protocol';
+import { inspectGvisorHost } from '@agentenv/node';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { destroyAllTestNets } from '@agentenv/test-support/runtime';
+import { templateCapture } from './bare-runsc.js';
+import { borrowBaseRootfs } from './bench-node.js';
+import { BareLab, GAP_PROBE, WRITER } from './lifecycle-bare.js';
+import { cleanupOnSignals, leftBehind } from './leftovers.js';
+import { percentile, timeMs } from './stats.js';
+
+const { values } = parseArgs({
+  options: {
+    iter: { type: 'string', default: '10' },
+    'fork-reps': { type: 'string', default: '3' },
+    pool: { type: 'string', default: '2' },
+  },
+});
+const ITER = Number(values.iter);
+const FORK_REPS = Number(values['fork-reps']);
+const POOL = Number(values.pool);
+
+const PORT = 19700;
+const URL_BASE = `http://127.0.0.1:${PORT}`;
+const HOME = '/var/lib/aenv-h7/lifecycle';
+const RUNTIME = '/run/aenv-h7/lifecycle';
+const TAG = 'h7';
+const ENV = {
+  API_ADDR: `127.0.0.1:${PORT}`,
+  AENV_HOME_PATH: HOME,
+  AENV_RUNTIME_PATH: RUNTIME,
+  AENV_NETWORK_NODE_TAG: TAG,
+  AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
+};
+const LONG = { timeoutMs: 3_600_000 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const inspected = await inspectGvisorHost();
+if ('problem' in inspected) throw new Error(inspected.problem);
+const host = inspected;
+const lab = new BareLab(host, `${RUNTIME}-bare`, 'aenv-h7-bare');
+let server: TestServer | undefined;
+
+async function startNode(pool: number): Promise<void> {
+  server = await startServer({ ...ENV, AENV_POOL_SIZE: String(pool) });
+  useSdkEnv(URL_BASE);
+}
+
+async function stopNode(): Promise<void> {
+  if (!server) return;
+  const list = await api('GET', '/v2/sandboxes?limit=100').catch(() => null);
+  if (Array.isArray(list?.json)) {
+    for (const s of list.json as { sandboxID: string }[]) await api('DELETE', `/sandboxes/${s.sandboxID}`);
+  }
+  await server.stop();
+  server = undefined;
+}
+
+let cleaned = false;
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  await stopNode().catch((e: unknown) => console.error('stopping the node:', e));
+  await lab.cleanup().catch((e: unknown) => console.error('bare runsc cleanup:', e));
+  destroyAllTestNets();
+  for (const d of [HOME, RUNTIME, `${RUNTIME}-bare`]) await rm(d, { recursive: true, force: true });
+  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME]);
+  if (left.length) console.error(`left behind:\n${left.join('\n')}`);
+}
+cleanupOnSignals(cleanup);
+
+// ------------------------------------------------------------------ through the node
+
+interface Row {
+  name: string;
+  node: number[];
+  base?: number[];
+  baseName?: string;
+}
+const rows: Row[] = [];
+
+/** The largest pause a probe process inside the sandbox saw since the last call, in ms. */
+async function heldMs(sbx: Sandbox): Promise<number> {
+  // touch creates the file in one step (files.write would still be setting its metadata when the
+  // probe removes it).
+  await sbx.commands.run('rm -f /tmp/aenv-gap; touch /tmp/aenv-gap-reset');
+  for (;;) {
+    const text = await sbx.files.read('/tmp/aenv-gap').catch(() => '');
+    if (text) return Number(text) * 1000;
+    await sleep(5);
+  }
+}
+
+async function startProbe(sbx: Sandbox, writer: boolean): Promise<void> {
+  await sbx.files.write('/tmp/aenv-gap.py', GAP_PROBE);
+  await sbx.commands.run('nohup python3 /tmp/aenv-gap.py >/dev/null 2>&1 &');
+  if (writer) {
+    await sbx.files.write('/tmp/aenv-writer.py', WRITER);
+    await sbx.commands.run('nohup python3 /tmp/aenv-writer.py >/dev/null 2>&1 &');
+  }
+  await sleep(2000);
+  await heldMs(sbx);
+}
+
+async function childAnswers(id: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ok = await fetch(`${URL_BASE}/health`, {
+      headers: { 'e2b-sandbox-id': id, 'e2b-sandbox-port': String(ENVD_PORT) },
+    }).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return;
+    if (Date.now() > deadline) throw new Error(`child ${id} does not answer through the node`);
+    await sleep(10);
+  }
+}
+
+async function createKill(): Promise<{ create: number[]; kill: number[] }> {
+  const create: number[] = [];
+  const kill: number[] = [];
+  for (let i = 0; i < ITER; i++) {
+    let s: Sandbox | undefined;
+    create.push(await timeMs(async () => (s = await Sandbox.create())));
+    kill.push(await timeMs(() => s!.kill()));
+  }
+  return { create, kill };
+}
+
+async function pauseResume(): Promise<{ pause: number[]; resume: number[] }> {
+  const sbx = await Sandbox.create(LONG);
+  const pause: number[] = [];
+  const resume: number[] = [];
+  for (let i = 0; i < ITER; i++) {
+    await sbx.commands.run(`echo ${i} > /tmp/step`);
+    pause.push(await timeMs(() => sbx.pause()));
+    resume.push(await timeMs(() => Sandbox.connect(sbx.sandboxId, LONG)));
+  }
+  await sbx.kill();
+  return { pause, resume };
+}
+
+async function snapshots(writer: boolean): Promise<{ api: number[]; held: number[]; idle: number }> {
+  const sbx = await Sandbox.create(LONG);
+  await startProbe(sbx, writer);
+  await sleep(1000);
+  const idle = await heldMs(sbx);
+  const apiMs: number[] = [];
+  const held: number[] = [];
+  for (let i = 0; i < ITER; i++) {
+    await heldMs(sbx);
+    apiMs.push(await timeMs(() => sbx.createSnapshot()));
+    held.push(await heldMs(sbx));
+    await sleep(300);
+  }
+  await sbx.kill();
+  return { api: apiMs, held, idle };
+}
+
+async function forks(k: number, parent: Sandbox): Promise<number[]> {
+  const out: number[] = [];
+  for (let rep = 0; rep < FORK_REPS; rep++) {
+    let children: string[] = [];
+    out.push(
+      await timeMs(async () => {
+        const res = await api('POST', `/sandboxes/${parent.sandboxId}/fork`, { count: k });
+        if (res.status !== 201) throw new Error(`fork: ${res.status} ${JSON.stringify(res.json)}`);
+        const items = res.json as unknown as { sandbox?: { sandboxID: string }; error?: unknown }[];
+        const failed = items.find((x) => !x.sandbox);
+        if (failed) throw new Error(`fork: ${JSON.stringify(failed)}`);
+        children = items.map((x) => x.sandbox!.sandboxID);
+        await Promise.all(children.map(childAnswers));
+      }),
+    );
+    await Promise.all(children.map((id) => api('DELETE', `/sandboxes/${id}`)));
+  }
+  return out;
+}
+
+async function poolCreates(): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < ITER; i++) {
+    // A rollout's steps leave the pool time to refill; wait until it has.
+    for (let t = 0; t < 300 && !(await poolFull()); t++) await sleep(50);
+    let s: Sandbox | undefined;
+    out.push(await timeMs(async () => (s = await Sandbox.create())));
+    await s!.kill();
+  }
+  return out;
+}
+
+async function poolFull(): Promise<boolean> {
+  const text = await fetch(`${URL_BASE}/metrics`).then((r) => r.text());
+  const ready = [...text.matchAll(/^aenv_pool_ready\{pool="([^"]+)"\} (\d+)$/gm)].filter(
+    (m) => m[1] !== 'network',
+  );
+  return ready.some((m) => Number(m[2]) >= POOL);
+}
+
+// ------------------------------------------------------------------ run and report
+
+async function main(): Promise<void> {
+  await lab.cleanup();
+  await rm(HOME, { recursive: true, force: true });
+  await mkdir(HOME, { recursive: true });
+  await borrowBaseRootfs(HOME);
+  await startNode(0);
+  await (await Sandbox.create()).kill(); // the base template's ready state, in HOME
+  const template = await templateCapture(HOME);
+
+  const bare = await lab.measure(template, ITER, FORK_REPS);
+  const ck = await createKill();
+  rows.push({
+    name: 'create, pool off',
+    node: ck.create,
+    base: bare.restore,
+    baseName: 'runsc restore → envd',
+  });
+  const pr = await pauseResume();
+  rows.push({ name: 'pause', node: pr.pause, base: bare.checkpointStop, baseName: 'runsc checkpoint' });
+  rows.push({ name: 'resume', node: pr.resume, base: bare.restorePaused, baseName: 'runsc restore → envd' });
+  rows.push({ name: 'kill', node: ck.kill, base: bare.delete, baseName: 'runsc delete --force' });
+  const quiet = await snapshots(false);
+  rows.push({
+    name: 'snapshot quiet: held',
+    node: quiet.held,
+    base: bare.checkpointQuiet,
+    baseName: 'checkpoint --leave-running',
+  });
+  rows.push({
+    name: 'snapshot quiet: API answer',
+    node: quiet.api,
+    base: bare.checkpointQuiet,
+    baseName: 'checkpoint --leave-running',
+  });
+  const busy = await snapshots(true);
+  rows.push({
+    name: 'snapshot writing 32 MB/s: held',
+    node: busy.held,
+    base: bare.checkpointWriting,
+    baseName: 'checkpoint --leave-running',
+  });
+  rows.push({
+    name: 'snapshot writing 32 MB/s: API answer',
+    node: busy.api,
+    base: bare.checkpointWriting,
+    baseName: 'checkpoint --leave-running',
+  });
+  const parent = await Sandbox.create(LONG);
+  for (const k of [1, 4, 16]) {
+    rows.push({
+      name: `fork ×${k} until all answer`,
+      node: await forks(k, parent),
+      base: bare.forks.get(k),
+      baseName: `${k} restores in parallel`,
+    });
+  }
+  await parent.kill();
+  await stopNode();
+  await startNode(POOL);
+  rows.push({
+    name: `create, pool ${POOL}`,
+    node: await poolCreates(),
+    base: bare.restore,
+    baseName: 'runsc restore → envd',
+  });
+  report(quiet.idle, busy.idle, bare.deleteUnreaped);
+}
+
+function report(idleQuiet: number, idleBusy: number, deleteUnreaped: number[]): void {
+  const f = (ms: number | undefined) => (ms === undefined ? '' : ms < 10 ? ms.toFixed(1) : ms.toFixed(0));
+  console.log(
+    `\nAgentENV lifecycle benchmark (${new Date().toISOString()}, runsc ${host.runscVersion}, ` +
+      `${ITER} samples per case, ${FORK_REPS} forks per size; ms)\n`,
+  );
+  console.log('| case | p50 | p95 | baseline | baseline p50 | ratio |');
+  console.log('|---|---|---|---|---|---|');
+  for (const r of rows) {
+    const p50 = percentile(r.node, 50);
+    const b50 = r.base?.length ? percentile(r.base, 50) : undefined;
+    console.log(
+      `| ${r.name} | ${f(p50)} | ${f(percentile(r.node, 95))} | ${r.baseName ?? ''} | ${f(b50)} | ${b50 ? (p50 / b50).toFixed(2) + '×' : ''} |`,
+    );
+  }
+  console.log(
+    `\nheld = the longest stall a 1 ms probe loop inside the sandbox saw during the call ` +
+      `(with no snapshot: ${f(idleQuiet)} ms quiet, ${f(idleBusy)} ms writing). Bare sandboxes run under ` +
+      `aenv-reaper like the node's; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(deleteUnreaped, 50))} ms.`,
+  );
+}
+
+try {
+  await main();
+} catch (e) {
+  console.error(e);
+  if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}

@@ -1,0 +1,118 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { toSandboxEvent } from '../shared/events.js';
+import { EventStreamParser, formatEvent } from '../shared/sse.js';
+import { askable, forwardedHeaders, type ClusterNode } from './fanout.js';
+
+export interface ClusterStreamSources {
+  nodes: () => Promise<ClusterNode[]>;
+  events: (signal: AbortSignal, sandboxID?: string) => AsyncIterable<object>;
+  fetch: typeof fetch;
+  log: (message: string, err?: unknown) => void;
+}
+
+/** Node status goes out, and membership is looked at, this often (as a node's own stream). */
+const TICK_MS = 2000;
+const KEEPALIVE_MS = 15_000;
+const RETRY_MS = [1000, 2000, 5000, 10_000];
+/** What only a node knows and its stream carries; lifecycle and node status come from the cluster. */
+const RELAYED = new Set(['stage', 'sandbox-metrics']);
+
+const pause = (attempt: number) =>
+  new Promise((resolve) => setTimeout(resolve, RETRY_MS[Math.min(attempt, RETRY_MS.length - 1)]));
+
+/**
+ * The cluster's /dashboard/api/stream (optionally `?sandboxID=`): the same events a node's
+ * stream sends, each from where the cluster knows it best. Lifecycle events (`sandbox`) are the
+ * cluster scheduler's, node status (`node`) is its view of every node, every 2 s; finished
+ * operations (`stage`) and a sandbox's metrics (`sandbox-metrics`) are relayed from each node's
+ * own stream. Every source reconnects on its own with backoff until the client goes away.
+ */
+export async function clusterStream(
+  s: ClusterStreamSources,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+): Promise<void> {
+  const abort = new AbortController();
+  const signal = abort.signal;
+  const relays = new Map<string, AbortController>();
+  const only = url.searchParams.get('sandboxID') ?? undefined;
+  const send = (event: string, data: unknown) => res.write(formatEvent(event, data));
+
+  const relay = async (node: ClusterNode, stop: AbortSignal) => {
+    for (let attempt = 0; !stop.aborted; attempt++) {
+      try {
+        const r = await s.fetch(new URL(`${url.pathname}${url.search}`, node.url), {
+          headers: forwardedHeaders(req.headers),
+          signal: stop,
+        });
+        if (r.ok && r.body) {
+          attempt = 0;
+          const parser = new EventStreamParser();
+          const decoder = new TextDecoder();
+          for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
+            for (const e of parser.push(decoder.decode(chunk, { stream: true })))
+              if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
+        } else await r.body?.cancel();
+      } catch (err) {
+        if (!stop.aborted) s.log(`dashboard: stream of ${node.nodeID} dropped`, err);
+      }
+      if (!stop.aborted) await pause(attempt);
+    }
+  };
+
+  const lifecycle = async () => {
+    for (let attempt = 0; !signal.aborted; attempt++) {
+      try {
+        for await (const e of s.events(signal, only)) {
+          attempt = 0;
+          send('sandbox', toSandboxEvent(e as Record<string, unknown>));
+        }
+      } catch (err) {
+        if (!signal.aborted) s.log('dashboard: the cluster event stream dropped', err);
+      }
+      if (!signal.aborted) await pause(attempt);
+    }
+  };
+
+  /** Sends every node's status and relays from the askable ones, dropping nodes that left. */
+  const tick = async (known?: ClusterNode[]) => {
+    // A failed look changes nothing: the relays carry on until the next one.
+    const nodes = known ?? (await listNodes());
+    if (!nodes || signal.aborted) return;
+    for (const n of nodes) send('node', n.info);
+    const ids = new Set(askable(nodes).map((n) => n.nodeID));
+    for (const [id, c] of relays) {
+      if (ids.has(id)) continue;
+      c.abort();
+      relays.delete(id);
+    }
+    for (const n of askable(nodes)) {
+      if (relays.has(n.nodeID)) continue;
+      const c = new AbortController();
+      relays.set(n.nodeID, c);
+      void relay(n, AbortSignal.any([signal, c.signal]));
+    }
+  };
+  const listNodes = () =>
+    s.nodes().catch((err: unknown) => {
+      s.log('dashboard: listing the nodes failed', err);
+      return undefined;
+    });
+
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-store',
+    'x-accel-buffering': 'no',
+  });
+  res.once('close', () => abort.abort());
+  const nodes = await listNodes();
+  send('hello', { nodeIDs: (nodes ?? []).map((n) => n.nodeID), now: Date.now() });
+  void lifecycle();
+  await tick(nodes);
+  const timers = [
+    setInterval(() => void tick(), TICK_MS),
+    setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS),
+  ];
+  signal.addEventListener('abort', () => timers.forEach(clearInterval));
+}

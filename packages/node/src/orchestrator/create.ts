@@ -1,0 +1,200 @@
+import { invalid, withContext } from '@agentenv/common';
+import { initDefaults, type EnvdInit } from '../envd/index.js';
+import type { EgressRules } from '../network/index.js';
+import type { SandboxHandle } from '../runtime/index.js';
+import { envdAccessToken, trafficAccessToken } from '../security/index.js';
+import { isoTime, newSandboxId } from '../util/index.js';
+import type { Admission } from './admission.js';
+import type { Live, SandboxCore } from './core.js';
+import { SANDBOX_RECORD_VERSION, type SandboxRecord } from './record.js';
+import type { ResolvedTemplate, SandboxSource } from './seams.js';
+import type { SandboxWarmPool } from './warm-pool.js';
+
+export interface CreateSandboxInput {
+  source: SandboxSource;
+  timeoutSecs: number;
+  metadata: Record<string, string>;
+  envVars: Record<string, string>;
+  autoPause: boolean;
+  autoResume: boolean;
+  secure: boolean;
+  egress: EgressRules;
+  allowPublicTraffic: boolean;
+  /** Volumes to bind-mount read-write: the name and path shown, the host directory behind them. */
+  volumeMounts?: readonly { name: string; path: string; hostPath: string }[];
+}
+
+/** New sandboxes: admitted, started from what their source resolves to, initialised. */
+export class Creator {
+  constructor(
+    private readonly core: SandboxCore,
+    private readonly admission: Admission,
+  ) {}
+
+  /** Admitted before its source is resolved: resolving may pull an image or build `base`. */
+  async create(input: CreateSandboxInput): Promise<SandboxRecord> {
+    const resources = input.source.kind === 'image' ? { resources: input.source.resources } : {};
+    return this.admission.run({ kind: 'create', ...resources }, async () => {
+      const template = await this.core.d.sources.resolve(input.source);
+      try {
+        // A restore takes only its capture's own mounts, so creates with volumes boot fresh.
+        const pool =
+          !template.snapshotId && template.capture && !input.volumeMounts?.length
+            ? this.core.d.pool
+            : undefined;
+        return await this.launch(template, input, { pool });
+      } finally {
+        template.release?.();
+      }
+    });
+  }
+
+  /** A fork's child: admitted on its own, so that a refused child leaves its siblings be. */
+  child(
+    template: ResolvedTemplate,
+    input: CreateSandboxInput,
+    parentSandboxId: string,
+  ): Promise<SandboxRecord> {
+    return this.admission.run({ kind: 'fork', resources: template.defaults }, () =>
+      this.launch(template, input, { parentSandboxId }),
+    );
+  }
+
+  /** A new sandbox record from a template or snapshot, started and initialised. */
+  private async launch(
+    template: ResolvedTemplate,
+    input: CreateSandboxInput,
+    from: { pool?: SandboxWarmPool | undefined; parentSandboxId?: string },
+  ): Promise<SandboxRecord> {
+    const { d, clock } = this.core;
+    const t0 = clock.now();
+    const rec = this.newRecord(template, input);
+    const id = rec.sandboxId;
+    d.store.insert(rec);
+    return this.core.mutex.run(id, async () => {
+      const taken: Partial<Live> = {};
+      try {
+        const { handle, slot } = await this.startInSlot(template, input, rec, from.pool, taken);
+        await d.envd(slot.hostAddress, handle.envdPort).init(this.initFor(template, rec), template.envdToken);
+        this.core.live.set(id, { handle, slot });
+        const running: SandboxRecord = { ...rec, state: 'running', handle };
+        if (!d.store.compareAndSet(running, 'creating'))
+          throw new Error('sandbox record changed during create');
+        this.core.logs.add(id, `sandbox created from ${template.snapshotId ?? rec.templateId}`);
+        this.core.activity.touch(id);
+        d.observer.stage('create', clock.now() - t0);
+        this.core.emit('created', id, 'request', {
+          template_id: rec.templateId,
+          ...(template.snapshotId ? { snapshot_id: template.snapshotId } : {}),
+          ...(from.parentSandboxId ? { parent_sandbox_id: from.parentSandboxId } : {}),
+        });
+        return running;
+      } catch (err) {
+        this.core.live.delete(id);
+        if (taken.handle) await d.driver.kill(taken.handle).catch(() => undefined);
+        if (taken.slot) await this.core.releaseSlot(taken.slot, id);
+        d.store.delete(id);
+        this.core.failed('create', id, err);
+        throw withContext(err, 'sandbox failed to start');
+      }
+    });
+  }
+
+  /**
+   * A runtime sandbox for `rec`: a warm one from the pool, else a slot and a restore (or a cold
+   * boot). What it took is recorded in `taken` as it goes, so a failure can give it back.
+   */
+  private async startInSlot(
+    template: ResolvedTemplate,
+    input: CreateSandboxInput,
+    rec: SandboxRecord,
+    pool: SandboxWarmPool | undefined,
+    taken: Partial<Live>,
+  ): Promise<Live> {
+    const { d } = this.core;
+    const pooled = pool?.take(template);
+    if (pooled) {
+      Object.assign(taken, pooled);
+      await d.slots.setEgress(pooled.slot, rec.egress);
+      return pooled;
+    }
+    const volumes = volumeMountsOf(input);
+    const boot = template.boot ?? (volumes.length ? template.coldBoot : undefined);
+    if (volumes.length && !boot)
+      throw invalid(
+        `volumes cannot be mounted into sandboxes of ${rec.templateId}: they restore a captured state`,
+      );
+    const slot = (taken.slot = await d.slots.acquire(rec.egress));
+    const handle: SandboxHandle = boot
+      ? await d.driver.start({
+          ...boot,
+          mounts: [...(boot.mounts ?? []), ...volumes],
+          resources: template.defaults,
+          net: slot,
+        })
+      : await d.driver.restore({ capture: template.capture!, resources: template.defaults, net: slot });
+    taken.handle = handle;
+    return { handle, slot };
+  }
+
+  private newRecord(template: ResolvedTemplate, input: CreateSandboxInput): SandboxRecord {
+    const { nodeSecret } = this.core.d;
+    const id = newSandboxId();
+    // A fork's children mount the parent's volumes already: they are in its capture.
+    const shownMounts = input.volumeMounts?.length
+      ? input.volumeMounts.map(({ name, path }) => ({ name, path }))
+      : input.source.kind === 'fork'
+        ? input.source.parent.volumeMounts
+        : undefined;
+    return {
+      version: SANDBOX_RECORD_VERSION,
+      sandboxId: id,
+      templateId: template.templateId,
+      ...(template.alias ? { alias: template.alias } : {}),
+      state: 'creating',
+      startedAt: isoTime(this.core.clock.now()),
+      endAt: this.core.endIn(input.timeoutSecs),
+      cpuCount: template.defaults.cpuCount,
+      memoryMB: template.defaults.memoryMB,
+      diskSizeMB: template.defaults.diskSizeMB,
+      metadata: input.metadata,
+      envVars: input.envVars,
+      autoPause: input.autoPause,
+      autoResume: input.autoResume,
+      secure: input.secure,
+      ...(input.secure ? { envdAccessToken: envdAccessToken(nodeSecret, id) } : {}),
+      egress: input.egress,
+      allowPublicTraffic: input.allowPublicTraffic,
+      ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(nodeSecret, id) } : {}),
+      envdVersion: template.envdVersion,
+      ...(shownMounts ? { volumeMounts: shownMounts } : {}),
+    };
+  }
+
+  /** What envd is told at /init: the sandbox's ids, tokens, variables and defaults. */
+  private initFor(template: ResolvedTemplate, rec: SandboxRecord): EnvdInit {
+    return {
+      envVars: {
+        ...template.sandboxDefaults?.envVars,
+        ...rec.envVars,
+        E2B_SANDBOX: 'true',
+        E2B_SANDBOX_ID: rec.sandboxId,
+        E2B_TEMPLATE_ID: rec.templateId,
+      },
+      // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
+      accessToken: rec.envdAccessToken ?? '',
+      // Absent for snapshots and forks: envd's state is in the capture, so they keep the
+      // default user their source had.
+      ...initDefaults(template.sandboxDefaults),
+      timestamp: isoTime(this.core.clock.now()),
+    };
+  }
+}
+
+function volumeMountsOf(input: CreateSandboxInput) {
+  return (input.volumeMounts ?? []).map((v) => ({
+    hostPath: v.hostPath,
+    sandboxPath: v.path,
+    writable: true,
+  }));
+}

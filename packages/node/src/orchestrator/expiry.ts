@@ -1,0 +1,44 @@
+import type { SandboxCore } from './core.js';
+import type { LifecycleReason } from './observer.js';
+import type { SandboxRecord } from './record.js';
+
+/** Whether a sandbox's end time has passed: only running sandboxes expire (paused ones live on). */
+export function hasExpired(rec: SandboxRecord, now: number): boolean {
+  return rec.state === 'running' && Date.parse(rec.endAt) <= now;
+}
+
+/** What expiry does to a sandbox: pause it (autoPause, the default) or kill it. */
+export interface ExpiryActions {
+  pause(id: string, reason: LifecycleReason): Promise<void>;
+  kill(id: string, reason: LifecycleReason): Promise<void>;
+}
+
+const EXPIRE_TASK = 'ttl-expire';
+
+/** The TTL loop: every interval, each expired running sandbox is paused or killed. */
+export class Expiry {
+  constructor(
+    private readonly core: SandboxCore,
+    private readonly act: ExpiryActions,
+  ) {}
+
+  start(intervalMs: number): void {
+    this.core.background.every('ttl-sweep', intervalMs, () => this.sweep());
+  }
+
+  /** Starts the action for each expired sandbox that has none under way yet. */
+  sweep(): void {
+    const { background, clock, d } = this.core;
+    const now = clock.now();
+    for (const rec of d.store.all()) {
+      if (!hasExpired(rec, now)) continue;
+      const id = rec.sandboxId;
+      if (background.pending(id).some((t) => t.name === EXPIRE_TASK)) continue;
+      void background.run(EXPIRE_TASK, id, async () => {
+        if (rec.autoPause) await this.act.pause(id, 'timeout');
+        else await this.act.kill(id, 'timeout');
+        d.logger.info({ sandboxId: id }, rec.autoPause ? 'ttl paused' : 'ttl killed');
+      });
+    }
+  }
+}

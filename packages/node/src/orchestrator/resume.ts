@@ -1,0 +1,110 @@
+import { DomainError, notFound } from '@agentenv/common';
+import type { Capture, Resources } from '../runtime/index.js';
+import type { Admission } from './admission.js';
+import type { EndTimeMode, Live, SandboxCore } from './core.js';
+import type { LifecycleReason } from './observer.js';
+import type { SandboxRecord } from './record.js';
+
+/**
+ * Resume: restore a paused sandbox from its local capture or its pause in the shared repository,
+ * taking it over first when another node sharing the repository paused it.
+ */
+export class Resumer {
+  constructor(
+    private readonly core: SandboxCore,
+    private readonly admission: Admission,
+  ) {}
+
+  /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
+  async connect(
+    id: string,
+    timeoutSecs: number,
+    mode: EndTimeMode,
+    reason: LifecycleReason,
+  ): Promise<boolean> {
+    await this.takePaused(id);
+    let resumed = false;
+    await this.core.transition(
+      id,
+      'resume',
+      async (rec) => {
+        resumed = true;
+        return this.resumeWork(rec, timeoutSecs);
+      },
+      (rec) => {
+        if (rec.state !== 'running') return false;
+        this.core.setEndTime(rec, timeoutSecs, mode);
+        return true;
+      },
+    );
+    if (resumed) this.core.emit('resumed', id, reason);
+    return resumed;
+  }
+
+  /**
+   * Makes sure a paused sandbox is this node's to resume: one paused on another node sharing the
+   * repository is taken over; one that another node took over meanwhile is forgotten here.
+   */
+  private async takePaused(id: string): Promise<void> {
+    const { d } = this.core;
+    const rec = d.store.get(id);
+    if (!rec) {
+      const found = await d.pauses.findPaused(id);
+      if (found && (await d.pauses.claim(found.pauseId))) {
+        d.store.insert(found.record);
+        this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
+      }
+      return;
+    }
+    if (rec.state !== 'paused' || !rec.pauseId || (await d.pauses.claim(rec.pauseId))) return;
+    await this.core.mutex.run(id, async () => {
+      const cur = d.store.get(id);
+      if (cur?.state !== 'paused' || cur.pauseId !== rec.pauseId) return;
+      d.store.delete(id);
+      await this.core.discardCaptures(id);
+      this.core.forget(id);
+    });
+    throw notFound(`sandbox ${id} was resumed or removed on another node`);
+  }
+
+  private async resumeWork(rec: SandboxRecord, timeoutSecs: number): Promise<SandboxRecord> {
+    const { d } = this.core;
+    const resources = { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB };
+    const live = await this.admission.run({ kind: 'resume', resources }, async () => {
+      const local = rec.captureDir !== undefined && d.captures.complete(rec.captureDir);
+      if (!local && !rec.pauseId)
+        throw new DomainError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
+      const opened = local ? undefined : await d.pauses.open(rec.pauseId!);
+      try {
+        return await this.restoreInto(opened?.capture ?? rec.captureDir!, rec, resources);
+      } finally {
+        opened?.release();
+      }
+    });
+    this.core.live.set(rec.sandboxId, live);
+    // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
+    // the repository took it); the repository's pause stays as the parent of the next one.
+    await this.core.discardCaptures(rec.sandboxId);
+    this.core.logs.add(rec.sandboxId, 'sandbox resumed');
+    this.core.activity.touch(rec.sandboxId);
+    const { captureDir: _c, ...rest } = rec;
+    return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
+  }
+
+  /** A sandbox restored from `capture` with the record's resources, in a fresh network slot. */
+  private async restoreInto(
+    capture: Capture | string,
+    rec: SandboxRecord,
+    resources: Resources,
+  ): Promise<Live> {
+    const { d } = this.core;
+    const slot = await d.slots.acquire(rec.egress);
+    try {
+      const handle = await d.driver.restore({ capture, resources, net: slot });
+      return { handle, slot };
+    } catch (err) {
+      await this.core.releaseSlot(slot, rec.sandboxId);
+      throw err;
+    }
+  }
+}

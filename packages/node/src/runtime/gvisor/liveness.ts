@@ -1,0 +1,69 @@
+import { readdir } from 'node:fs/promises';
+import type { DriverLayout } from './layout.js';
+import { isRunning } from './processes.js';
+import type { CommandResult } from './runsc.js';
+
+/** What the liveness monitor looks at, per sandbox. */
+export interface Watched {
+  readonly id: string;
+  readonly pid: number;
+  /** Being released, or in a checkpoint (a sandbox that stops during one is handled there). */
+  readonly quiet: boolean;
+}
+
+/**
+ * Polls the sandbox processes and reports those that died on their own (runsc or envd crashed).
+ * Frozen and paused sandboxes still count as running.
+ */
+export class LivenessMonitor {
+  private timer: NodeJS.Timeout | null = null;
+  private checking = false;
+
+  constructor(
+    private readonly watched: () => Iterable<Watched>,
+    private readonly onDead: (id: string) => Promise<void>,
+  ) {}
+
+  start(intervalMs: number): void {
+    this.timer = setInterval(() => void this.check(), intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  private async check(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      for (const w of [...this.watched()]) {
+        if (!w.quiet && !(await isRunning(w.pid))) await this.onDead(w.id).catch(() => undefined);
+      }
+    } finally {
+      this.checking = false;
+    }
+  }
+}
+
+/**
+ * Ids of sandboxes under this driver's runtime dir that `known` does not hold: containers in
+ * runsc's root and bundle directories a previous process of the node left (crashed, or killed
+ * during a background release).
+ */
+export async function findOrphans(
+  layout: DriverLayout,
+  list: () => Promise<CommandResult>,
+  known: (id: string) => boolean,
+): Promise<string[]> {
+  const r = await list();
+  let ids: string[] = [];
+  try {
+    ids = ((JSON.parse(r.stdout || '[]') ?? []) as { id: string }[]).map((c) => c.id);
+  } catch {
+    ids = [];
+  }
+  const bundles = await readdir(layout.sandboxesDir).catch(() => [] as string[]);
+  return [...new Set([...ids, ...bundles])].filter((id) => !known(id));
+}

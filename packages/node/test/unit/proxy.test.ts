@@ -1,0 +1,202 @@
+import { createServer, type Server } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeNode } from '@agentenv/test-support/fakes';
+import { SandboxProxy } from '../../src/proxy/proxy.js';
+import { routeRequest } from '@agentenv/common';
+
+/** A server on 127.0.0.1 standing in for a port inside every fake sandbox. */
+let upstream: Server;
+let sandboxPort: number;
+let proxyServer: Server;
+let proxyPort: number;
+let node: FakeNode;
+let proxy: SandboxProxy;
+/** Open requests of the sandbox as the upstream saw them, for the activity check. */
+const seenOpen: number[] = [];
+
+const listen = (s: Server) =>
+  new Promise<number>((r) => s.listen(0, '127.0.0.1', () => r((s.address() as AddressInfo).port)));
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => {
+    const id = String(req.headers['x-test-sandbox'] ?? '');
+    if (id) seenOpen.push(node.orchestrator.activity.openRequests(id));
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () =>
+      res.end(
+        JSON.stringify({ path: req.url, body, token: req.headers['e2b-traffic-access-token'] ?? null }),
+      ),
+    );
+  });
+  sandboxPort = await listen(upstream);
+  node = new FakeNode({ hostAddress: '127.0.0.1', maxSandboxes: 2 });
+  proxy = new SandboxProxy(node.orchestrator, node.logger);
+  node.orchestrator.beforeCapture((id) => proxy.drain(id));
+  proxyServer = createServer((req, res) => {
+    const route = routeRequest(req.url ?? '/', req.headers, [])!;
+    void proxy.handle(route, req, res);
+  });
+  proxyServer.on('upgrade', (req, socket, head) => {
+    void proxy.upgrade(routeRequest(req.url ?? '/', req.headers, [])!, req, socket as never, head);
+  });
+  proxyPort = await listen(proxyServer);
+});
+
+afterAll(async () => {
+  proxy.close();
+  await new Promise((r) => proxyServer.close(r));
+  await new Promise((r) => upstream.close(r));
+});
+
+async function call(
+  id: string,
+  opts: { path?: string; port?: number; headers?: Record<string, string>; body?: string } = {},
+) {
+  const native = opts.path?.startsWith('/proxy/');
+  const r = await fetch(`http://127.0.0.1:${proxyPort}${opts.path ?? '/hello?x=1'}`, {
+    method: opts.body ? 'POST' : 'GET',
+    headers: {
+      ...(native ? {} : { 'e2b-sandbox-id': id, 'e2b-sandbox-port': String(opts.port ?? sandboxPort) }),
+      'x-test-sandbox': id,
+      ...opts.headers,
+    },
+    ...(opts.body ? { body: opts.body } : {}),
+  });
+  const text = await r.text();
+  return {
+    status: r.status,
+    retryAfter: r.headers.get('retry-after'),
+    json: text ? JSON.parse(text) : undefined,
+  };
+}
+
+/** Sends an upgrade request on a raw socket and returns what the proxy answered. */
+function upgrade(id: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect(proxyPort, '127.0.0.1', () =>
+      s.write(
+        `GET /ws HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n` +
+          `e2b-sandbox-id: ${id}\r\ne2b-sandbox-port: ${sandboxPort}\r\n\r\n`,
+      ),
+    );
+    let data = '';
+    s.on('data', (c) => (data += c));
+    s.on('end', () => resolve(data));
+    s.on('error', reject);
+  });
+}
+
+async function sandbox(over: Parameters<FakeNode['create']>[0] = {}) {
+  return (await node.create(over)).sandboxId;
+}
+
+describe('sandbox proxy', () => {
+  it('forwards to the sandbox, body and path included, and counts the request as activity', async () => {
+    const id = await sandbox();
+    const r = await call(id, { body: 'ping' });
+    expect(r).toMatchObject({ status: 200, json: { path: '/hello?x=1', body: 'ping' } });
+    expect(seenOpen.at(-1)).toBe(1);
+    expect(node.orchestrator.activity.openRequests(id)).toBe(0);
+    node.clock.advance(5000);
+    expect(node.orchestrator.activity.idleFor(id)).toBe(5000);
+    await node.orchestrator.kill(id);
+  });
+
+  it('answers E2B’s 502 for an unknown sandbox, and for a paused one without autoResume', async () => {
+    expect(await call('nosuchsandbox')).toEqual({
+      status: 502,
+      retryAfter: null,
+      json: { sandboxId: 'nosuchsandbox', message: 'The sandbox was not found', code: 502 },
+    });
+    const id = await sandbox();
+    await node.orchestrator.pause(id);
+    expect((await call(id)).json).toEqual({ sandboxId: id, message: 'The sandbox was not found', code: 502 });
+    // The native path says it is paused.
+    expect(await call(id, { path: `/proxy/${id}/${sandboxPort}/x` })).toMatchObject({
+      status: 410,
+      json: { code: 410, message: `sandbox ${id} is paused` },
+    });
+    await node.orchestrator.kill(id);
+  });
+
+  it('resumes a paused sandbox with autoResume and forwards; a refusal keeps its status and Retry-After', async () => {
+    const id = await sandbox({ autoResume: true });
+    await node.orchestrator.pause(id);
+    expect((await call(id)).status).toBe(200);
+    expect(node.orchestrator.get(id).state).toBe('running');
+    expect(node.observer.of(id).at(-1)).toBe('resumed:auto_resume');
+    expect(Date.parse(node.orchestrator.get(id).endAt) - node.clock.now()).toBeGreaterThanOrEqual(300_000);
+
+    await node.orchestrator.pause(id);
+    const a = await sandbox();
+    const b = await sandbox();
+    const refused = await call(id);
+    expect(refused).toMatchObject({ status: 429, retryAfter: '5', json: { code: 429 } });
+    expect(refused.json.message).toMatch(/maximum of 2 sandboxes/);
+    expect(node.orchestrator.get(id).state).toBe('paused');
+    for (const x of [a, b, id]) await node.orchestrator.kill(x);
+  });
+
+  it('needs the traffic token on other ports of a private sandbox', async () => {
+    const id = await sandbox({ allowPublicTraffic: false });
+    const token = node.orchestrator.get(id).trafficAccessToken!;
+    expect(await call(id)).toMatchObject({
+      status: 403,
+      json: { code: 403, message: 'missing or invalid traffic access token' },
+    });
+    expect(await call(id, { headers: { 'e2b-traffic-access-token': 'wrong' } })).toMatchObject({
+      status: 403,
+    });
+    const ok = await call(id, { headers: { 'e2b-traffic-access-token': token } });
+    // The token is the proxy's to check: it does not reach the sandbox.
+    expect(ok).toMatchObject({ status: 200, json: { token: null } });
+    await node.orchestrator.kill(id);
+  });
+
+  it('refuses routing without a port, and says when the sandbox port does not answer', async () => {
+    expect(await call('abc', { port: 70000 })).toMatchObject({
+      status: 400,
+      json: { code: 400, message: 'sandbox routing needs a sandbox id and a port (1-65535)' },
+    });
+    const id = await sandbox();
+    const closed = createServer();
+    const port = await listen(closed);
+    await new Promise((r) => closed.close(r));
+    const r = await call(id, { port });
+    expect(r.status).toBe(502);
+    expect(r.json).toMatchObject({
+      sandboxId: id,
+      code: 502,
+      message: expect.stringMatching(/^sandbox connection failed/),
+    });
+    await node.orchestrator.kill(id);
+  });
+
+  it('waits for an operation under way (a snapshot) and then forwards', async () => {
+    const id = await sandbox();
+    const held = node.driver.faults.hold('checkpoint');
+    const snap = node.orchestrator.snapshot(id);
+    await held.reached;
+    const req = call(id);
+    held.release();
+    expect((await req).status).toBe(200);
+    await snap;
+    await node.orchestrator.kill(id);
+  });
+
+  it('refuses a WebSocket upgrade with the status, its own reason phrase, and the same body', async () => {
+    const id = await sandbox({ allowPublicTraffic: false });
+    const forbidden = await upgrade(id);
+    expect(forbidden.split('\r\n')[0]).toBe('HTTP/1.1 403 Forbidden');
+    expect(JSON.parse(forbidden.slice(forbidden.indexOf('\r\n\r\n') + 4))).toEqual({
+      code: 403,
+      message: 'missing or invalid traffic access token',
+    });
+    const unknown = await upgrade('nosuchsandbox');
+    expect(unknown.split('\r\n')[0]).toBe('HTTP/1.1 502 Bad Gateway');
+    expect(unknown).toContain('"message":"The sandbox was not found"');
+    await node.orchestrator.kill(id);
+  });
+});

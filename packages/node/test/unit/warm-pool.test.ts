@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { FakeNode, FakeTemplates, until } from '@agentenv/test-support/fakes';
+
+const pooled = (node: FakeNode) => node.pool.sizes().base ?? 0;
+
+describe('warm pool', () => {
+  it('fills up to its size after the first create and hands its sandboxes to creates', async () => {
+    const node = new FakeNode({ poolSize: 2 });
+    await node.create();
+    await until(() => pooled(node) === 2, 'a full pool');
+    const waiting = node.driver.running().map((h) => h.id);
+    const rec = await node.create({ envVars: { X: 'y' } });
+    // The create took a waiting sandbox (only /init was left to do); a refill follows it.
+    expect(waiting).toContain(rec.handle!.id);
+    expect(node.envd.initOf(rec.handle!.net!.hostAddress)?.envVars.X).toBe('y');
+    await until(() => pooled(node) === 2, 'a refilled pool');
+    expect(node.slots.used).toBe(2 + 2);
+  });
+
+  it('sets the egress rules of the create on the sandbox it takes', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    await node.create();
+    await until(() => pooled(node) === 1);
+    const egress = { allowInternet: false, allowOut: ['1.2.3.4'], denyOut: [] };
+    const rec = await node.create({ egress });
+    expect(node.slots.egressOf(rec.handle!.net as never)).toEqual(egress);
+  });
+
+  it('does not take snapshots or cold images from it', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    await node.create({
+      source: {
+        kind: 'image',
+        image: 'busybox',
+        resources: { cpuCount: 1, memoryMB: 256, diskSizeMB: 1024 },
+      },
+    });
+    expect(node.pool.sizes()).toEqual({});
+  });
+
+  it('kills the waiting sandboxes of a template that was rebuilt', async () => {
+    const node = new FakeNode({ poolSize: 2 });
+    await node.create();
+    await until(() => pooled(node) === 2);
+    const old = node.driver.running().filter((h) => h.restoredFrom === FakeTemplates.dir('base', 1));
+    expect(old).toHaveLength(3);
+    node.templates.rebuild('base');
+    const rec = await node.create();
+    expect(rec.handle!.restoredFrom).toBe(FakeTemplates.dir('base', 2));
+    await until(() => pooled(node) === 2, 'a pool of the new build');
+    const left = node.driver.running().map((h) => h.restoredFrom);
+    // The first create's sandbox runs on; the waiting ones of build 1 are gone.
+    expect(left.filter((d) => d === FakeTemplates.dir('base', 1))).toHaveLength(1);
+    expect(node.slots.used).toBe(2 + 2);
+  });
+
+  it('kills the waiting sandboxes of a template that was deleted, at the next create of another', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    node.templates.rebuild('other');
+    await node.create({ source: { kind: 'named', name: 'other' } });
+    await until(() => node.pool.sizes().other === 1);
+    node.templates.remove('other');
+    await node.create();
+    await until(() => node.pool.sizes().other === undefined, 'the deleted template gone from the pool');
+    await until(() => pooled(node) === 1);
+    // Only the sandbox created from it runs on.
+    expect(node.driver.running().filter((h) => h.restoredFrom?.includes('/other-'))).toHaveLength(1);
+  });
+
+  it('does not refill while the host is short of memory', async () => {
+    const node = new FakeNode({ poolSize: 2, memoryBytes: 2 * 2 ** 30 });
+    await node.create();
+    await new Promise((r) => setImmediate(r));
+    expect(pooled(node)).toBe(0);
+    node.memory.bytes = 64 * 2 ** 30;
+    await node.create();
+    await until(() => pooled(node) === 2);
+  });
+
+  it('a failed refill gives its slot back and the next create tries again', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    await node.create();
+    await until(() => pooled(node) === 1);
+    node.driver.faults.failNext('restore');
+    const restores = node.driver.faults.calls('restore');
+    await node.create();
+    // The create took the waiting sandbox; the refill behind it failed and gave its slot back.
+    await until(
+      () => node.driver.faults.calls('restore') === restores + 1 && node.slots.used === 2,
+      'the failed refill cleaned up',
+    );
+    expect(pooled(node)).toBe(0);
+    await node.create();
+    await until(() => pooled(node) === 1);
+    expect(node.slots.used).toBe(4);
+  });
+
+  it('closing it kills every waiting sandbox', async () => {
+    const node = new FakeNode({ poolSize: 2 });
+    await node.create();
+    await until(() => pooled(node) === 2);
+    await node.pool.close();
+    expect(node.driver.running()).toHaveLength(1);
+    expect(node.slots.used).toBe(1);
+  });
+});

@@ -1,0 +1,77 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  BuildFiles,
+  BuiltTemplates,
+  Limiter,
+  RuntimeCache,
+  SnapshotStore,
+  VolumeStore,
+} from '@agentenv/node';
+import { buildApp, MetricsHistory, NodeMetrics, SandboxEventLog, SandboxProxy } from '@agentenv/node/server';
+import type { FakeNode } from './node.js';
+import { MemoryObjectRepository } from './repository.js';
+
+export const FAKE_API_KEY = 'e2b_0123456789abcdef';
+
+export type FakeApp = Awaited<ReturnType<typeof buildApp>>;
+
+/**
+ * The node's real Fastify app (routes, auth, error mapping, metrics) over a FakeNode, for
+ * `app.inject()`. Built templates live in an in-memory repository (builds themselves are not
+ * faked: a trigger fails its build). `close()` also removes the scratch directory.
+ */
+export async function fakeApp(
+  node: FakeNode,
+): Promise<{ app: FakeApp; proxy: SandboxProxy; close: () => Promise<void> }> {
+  const scratch = await mkdtemp(join(tmpdir(), 'aenv-fake-app-'));
+  const store = new SnapshotStore({ repository: new MemoryObjectRepository() });
+  const cache = new RuntimeCache({ dir: join(scratch, 'cache'), capacityBytes: 2 ** 30, store });
+  await cache.open();
+  const built = new BuiltTemplates({
+    store,
+    cache,
+    runner: {
+      run: async () => {
+        throw new Error('template builds are not faked');
+      },
+    },
+    queue: new Limiter(1),
+    envdVersion: '0.6.4',
+    logger: node.logger,
+  });
+  const proxy = new SandboxProxy(node.orchestrator, node.logger);
+  node.orchestrator.beforeCapture((id) => proxy.drain(id));
+  const metrics = new NodeMetrics({
+    sandboxCounts: () => node.orchestrator.counts(),
+    poolSizes: () => node.pool.sizes(),
+  });
+  node.observe(metrics);
+  const events = new SandboxEventLog(node.config.nodeIdentity.nodeId);
+  node.observe(events.observer);
+  const app = await buildApp({
+    config: node.config,
+    apiKey: FAKE_API_KEY,
+    orchestrator: node.orchestrator,
+    snapshots: node.snapshots,
+    templates: { built, files: new BuildFiles(join(scratch, 'files')) },
+    proxy,
+    metrics,
+    events,
+    usage: { history: new MetricsHistory(720), sampleNow: (id) => node.orchestrator.usage(id) },
+    logger: node.logger,
+    version: '0.0.0-fake',
+    volumes: new VolumeStore(join(scratch, 'volumes')),
+  });
+  await app.ready();
+  return {
+    app,
+    proxy,
+    close: async () => {
+      await app.close();
+      proxy.close();
+      await rm(scratch, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,100 @@
+import { RepositoryUnavailableError, type Capture } from '@agentenv/node';
+import { readSandboxRecord, type PauseRepository, type SandboxRecord } from '@agentenv/node/server';
+import type { FakeCapture, FakeDisk } from './disk.js';
+import { Faults } from './faults.js';
+
+export type PauseStep = 'save' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
+
+interface StoredPause {
+  readonly seq: number;
+  readonly sandbox: Record<string, unknown>;
+  readonly capture: FakeCapture;
+  readonly parent?: string;
+}
+
+/** The shared repository's pauses and claims; every node's FakePauses over it sees the same. */
+export class FakePauseStorage {
+  readonly pauses = new Map<string, StoredPause>();
+  readonly claims = new Map<string, string>();
+  readonly faults = new Faults<PauseStep>(
+    (s) =>
+      new RepositoryUnavailableError('unreachable', `fake: the snapshot repository is unreachable (${s})`),
+  );
+  seq = 0;
+
+  /** Writes a stored pause as another node (or a newer one) would have. */
+  put(pauseId: string, sandbox: Record<string, unknown>, capture: FakeCapture): void {
+    this.pauses.set(pauseId, { seq: ++this.seq, sandbox, capture });
+  }
+}
+
+/**
+ * One node's view of the pauses in a FakePauseStorage: captures come from and go to this node's
+ * FakeDisk; the node's runtime cache is `/cache/<pauseId>` on it; claims are held as `owner`.
+ */
+export class FakePauses implements PauseRepository {
+  constructor(
+    readonly storage: FakePauseStorage,
+    private readonly disk: FakeDisk,
+    private readonly owner: string,
+  ) {}
+
+  static cacheDir(pauseId: string): string {
+    return `/cache/${pauseId}`;
+  }
+
+  async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
+    await this.storage.faults.check('save');
+    const capture = this.disk.read(captureDir);
+    if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
+    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, ...sandbox } = rec;
+    const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;
+    this.storage.pauses.set(id, { seq: ++this.storage.seq, sandbox, capture, ...(parent ? { parent } : {}) });
+    return id;
+  }
+
+  async keep(pauseId: string, captureDir: string): Promise<boolean> {
+    await this.storage.faults.check('keep');
+    this.disk.move(captureDir, FakePauses.cacheDir(pauseId));
+    return true;
+  }
+
+  async claim(pauseId: string): Promise<boolean> {
+    await this.storage.faults.check('claim');
+    const holder = this.storage.claims.get(pauseId) ?? this.owner;
+    this.storage.claims.set(pauseId, holder);
+    if (holder !== this.owner) return false;
+    if (this.storage.pauses.has(pauseId)) return true;
+    this.storage.claims.delete(pauseId);
+    return false;
+  }
+
+  async open(pauseId: string): Promise<{ capture: Capture; release: () => void }> {
+    await this.storage.faults.check('open');
+    const dir = FakePauses.cacheDir(pauseId);
+    if (!this.disk.has(dir)) {
+      const stored = this.storage.pauses.get(pauseId);
+      if (!stored) throw new Error(`fake pauses: no pause ${pauseId}`);
+      this.disk.write(dir, stored.capture);
+    }
+    return { capture: { dir, meta: this.disk.read(dir)!.meta }, release: () => undefined };
+  }
+
+  async drop(pauseId: string): Promise<void> {
+    await this.storage.faults.check('drop');
+    this.storage.pauses.delete(pauseId);
+    this.storage.claims.delete(pauseId);
+    this.disk.delete(FakePauses.cacheDir(pauseId));
+  }
+
+  async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
+    await this.storage.faults.check('find');
+    const newest = [...this.storage.pauses]
+      .filter(([, p]) => p.sandbox.sandboxId === sandboxId)
+      .sort(([, a], [, b]) => b.seq - a.seq)[0];
+    if (!newest) return undefined;
+    const [pauseId, p] = newest;
+    const record = readSandboxRecord({ ...p.sandbox, state: 'paused', pauseId }, `pause ${pauseId}`);
+    return { pauseId, record };
+  }
+}
