@@ -9,4 +9,5 @@ export * from './image/index.js';
 export * from './envd/index.js';
 export * from './templates/index.js';
 export * from './util/index.js';
+export { VolumeStore } from './volumes/index.js';
 export { SandboxStore, type SandboxRecord } from './orchestrator/index.js';

@@ -25,6 +25,7 @@ import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.j
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
 import { Limiter } from './util/index.js';
+import { VolumeStore } from './volumes/index.js';
 import { createDriver, openSnapshotRepository } from './wiring/index.js';
 
 const version = (
@@ -213,6 +214,7 @@ async function main(): Promise<void> {
     usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
     logger,
     version,
+    volumes: new VolumeStore(config.volumes.path),
     dashboard: { activity, store: snapshotStore, cache: snapshotCache },
   });
   await app.listen({ host, port });
@@ -234,7 +236,7 @@ async function main(): Promise<void> {
       `AgentENV node ${version} listening on ${url} (home ${home})`,
       `API key: ${apiKey}`,
       'Point the E2B SDK at it with:',
-      `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_API_KEY=${apiKey}`,
+      `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_VOLUME_API_URL=${url} E2B_API_KEY=${apiKey}`,
       '',
     ].join('\n'),
   );

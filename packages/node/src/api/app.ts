@@ -32,6 +32,13 @@ import {
 } from './routes/index.js';
 import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
 import type { SandboxEventLog } from '../cluster/index.js';
+import {
+  VOLUME_CONTENT_PREFIX,
+  volumeContentRoutes,
+  VolumeMounts,
+  volumeRoutes,
+  type VolumeStore,
+} from '../volumes/index.js';
 
 export interface AppDeps {
   config: NodeConfig;
@@ -45,6 +52,7 @@ export interface AppDeps {
   usage: SandboxRoutesOptions['usage'];
   logger: Logger;
   version: string;
+  volumes: VolumeStore;
   /**
    * What the dashboard shows beyond the public API: recent operations, the capture catalogue.
    * Without it the node serves no dashboard (an app built for unit tests of the API).
@@ -116,7 +124,8 @@ export async function buildApp(
   });
   app.addHook('onRequest', async (req) => {
     const pathname = req.url.split('?')[0]!;
-    if (OPEN.has(pathname) || isDashboardPage(pathname)) return;
+    // The content API is authorised by each volume's own token (volumes/routes.ts).
+    if (OPEN.has(pathname) || isDashboardPage(pathname) || pathname.startsWith(VOLUME_CONTENT_PREFIX)) return;
     checkApiKey(req.headers, req.raw.rawHeaders, deps.apiKey);
   });
   app.addHook('onResponse', async (req, reply) => {
@@ -137,7 +146,11 @@ export async function buildApp(
     defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
     domain: domains[0],
     usage: deps.usage,
+    volumes: new VolumeMounts(deps.volumes),
   });
+  const volumeOpts = { store: deps.volumes, quotaBytes: deps.config.volumes.quotaMb * 1024 * 1024 };
+  await app.register(volumeRoutes, volumeOpts);
+  await app.register(volumeContentRoutes, volumeOpts);
   await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, {
     orchestrator: deps.orchestrator,

@@ -24,7 +24,14 @@ export const CreateSandboxBody = Type.Object(
     secure: Type.Optional(Type.Boolean()),
     allow_internet_access: Type.Optional(Type.Boolean()),
     network: Type.Optional(NetworkBody),
-    volumeMounts: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    volumeMounts: Type.Optional(
+      Type.Array(
+        Type.Object({ name: Type.String({ maxLength: 256 }), path: Type.String({ maxLength: 4096 }) }),
+        {
+          maxItems: 64,
+        },
+      ),
+    ),
   },
   { additionalProperties: true },
 );

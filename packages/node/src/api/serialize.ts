@@ -45,5 +45,6 @@ export function detailBody(rec: SandboxRecord, domain: string | undefined) {
       allowPublicTraffic: rec.allowPublicTraffic,
     },
     lifecycle: { onTimeout: rec.autoPause ? 'pause' : 'kill', autoResume: rec.autoResume },
+    volumeMounts: rec.volumeMounts ?? [],
   };
 }

@@ -49,6 +49,7 @@ export function defaults(env: Env): NodeConfig {
     sandboxProxy: { domains: [] },
     snapshot: { repositoryBackend: 'posix_fs', localCachePath: '', cacheCapacityGb: 20 },
     backend: { posixFs: { snapshotStore: '' } },
+    volumes: { path: '', quotaMb: 10_240 },
     network: {
       alwaysDeniedCidrs: [...DEFAULT_ALWAYS_DENIED],
       hostRange: '10.201.0.0/16',
@@ -105,6 +106,8 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
   if (env.AENV_MAX_SANDBOXES) set(['orchestrator', 'maxSandboxes'], Number(env.AENV_MAX_SANDBOXES));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
+  if (env.AENV_VOLUMES_PATH) set(['volumes', 'path'], env.AENV_VOLUMES_PATH);
+  if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
   if (env.AENV_P2P_ENABLED) set(['p2p', 'enabled'], /^(1|true|yes|on)$/i.test(env.AENV_P2P_ENABLED));
@@ -153,6 +156,7 @@ export function loadConfig(env: Env = process.env): NodeConfig {
   // Paths under the home directory follow it unless set on their own.
   config.snapshot.localCachePath ||= path.join(config.homePath, 'snapshot-cache');
   config.backend.posixFs.snapshotStore ||= path.join(config.homePath, 'snapshot-store');
+  config.volumes.path ||= path.join(config.homePath, 'volumes');
   parseListenAddress(config.apiAddr);
   if (!config.tlsCert !== !config.tlsKey) throw new ConfigError('tls_cert and tls_key are set together');
   return config;

@@ -49,6 +49,8 @@ export const NodeConfigSchema = Type.Object({
       }),
     ),
   }),
+  /** Volumes: one directory each under `path` (a shared posix_fs path in a cluster). */
+  volumes: Type.Object({ path: Type.String(), quotaMb: Type.Integer({ minimum: 1 }) }),
   network: Type.Object({
     alwaysDeniedCidrs: Type.Array(Cidr),
     /** Host-side addresses of this node's sandboxes; two nodes on one machine need different ranges. */

@@ -1,4 +1,4 @@
-import { withContext } from '@agentenv/common';
+import { invalid, withContext } from '@agentenv/common';
 import { initDefaults, type EnvdInit } from '../envd/index.js';
 import type { EgressRules } from '../network/index.js';
 import type { SandboxHandle } from '../runtime/index.js';
@@ -20,6 +20,8 @@ export interface CreateSandboxInput {
   secure: boolean;
   egress: EgressRules;
   allowPublicTraffic: boolean;
+  /** Volumes to bind-mount read-write: the name and path shown, the host directory behind them. */
+  volumeMounts?: readonly { name: string; path: string; hostPath: string }[];
 }
 
 /** New sandboxes: admitted, started from what their source resolves to, initialised. */
@@ -35,7 +37,11 @@ export class Creator {
     return this.admission.run({ kind: 'create', ...resources }, async () => {
       const template = await this.core.d.sources.resolve(input.source);
       try {
-        const pool = !template.snapshotId && template.capture ? this.core.d.pool : undefined;
+        // A restore takes only its capture's own mounts, so creates with volumes boot fresh.
+        const pool =
+          !template.snapshotId && template.capture && !input.volumeMounts?.length
+            ? this.core.d.pool
+            : undefined;
         return await this.launch(template, input, { pool });
       } finally {
         template.release?.();
@@ -68,7 +74,7 @@ export class Creator {
     return this.core.mutex.run(id, async () => {
       const taken: Partial<Live> = {};
       try {
-        const { handle, slot } = await this.startInSlot(template, rec, from.pool, taken);
+        const { handle, slot } = await this.startInSlot(template, input, rec, from.pool, taken);
         await d.envd(slot.hostAddress, handle.envdPort).init(this.initFor(template, rec), template.envdToken);
         this.core.live.set(id, { handle, slot });
         const running: SandboxRecord = { ...rec, state: 'running', handle };
@@ -100,6 +106,7 @@ export class Creator {
    */
   private async startInSlot(
     template: ResolvedTemplate,
+    input: CreateSandboxInput,
     rec: SandboxRecord,
     pool: SandboxWarmPool | undefined,
     taken: Partial<Live>,
@@ -111,10 +118,21 @@ export class Creator {
       await d.slots.setEgress(pooled.slot, rec.egress);
       return pooled;
     }
+    const volumes = volumeMountsOf(input);
+    const boot = template.boot ?? (volumes.length ? template.coldBoot : undefined);
+    if (volumes.length && !boot)
+      throw invalid(
+        `volumes cannot be mounted into sandboxes of ${rec.templateId}: they restore a captured state`,
+      );
     const slot = (taken.slot = await d.slots.acquire(rec.egress));
-    const handle: SandboxHandle = template.boot
-      ? await d.driver.start({ ...template.boot, resources: template.defaults, net: slot })
-      : await d.driver.restore({ capture: template.capture, resources: template.defaults, net: slot });
+    const handle: SandboxHandle = boot
+      ? await d.driver.start({
+          ...boot,
+          mounts: [...(boot.mounts ?? []), ...volumes],
+          resources: template.defaults,
+          net: slot,
+        })
+      : await d.driver.restore({ capture: template.capture!, resources: template.defaults, net: slot });
     taken.handle = handle;
     return { handle, slot };
   }
@@ -122,6 +140,12 @@ export class Creator {
   private newRecord(template: ResolvedTemplate, input: CreateSandboxInput): SandboxRecord {
     const { nodeSecret } = this.core.d;
     const id = newSandboxId();
+    // A fork's children mount the parent's volumes already: they are in its capture.
+    const shownMounts = input.volumeMounts?.length
+      ? input.volumeMounts.map(({ name, path }) => ({ name, path }))
+      : input.source.kind === 'fork'
+        ? input.source.parent.volumeMounts
+        : undefined;
     return {
       version: SANDBOX_RECORD_VERSION,
       sandboxId: id,
@@ -143,6 +167,7 @@ export class Creator {
       allowPublicTraffic: input.allowPublicTraffic,
       ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(nodeSecret, id) } : {}),
       envdVersion: template.envdVersion,
+      ...(shownMounts ? { volumeMounts: shownMounts } : {}),
     };
   }
 
@@ -164,4 +189,12 @@ export class Creator {
       timestamp: isoTime(this.core.clock.now()),
     };
   }
+}
+
+function volumeMountsOf(input: CreateSandboxInput) {
+  return (input.volumeMounts ?? []).map((v) => ({
+    hostPath: v.hostPath,
+    sandboxPath: v.path,
+    writable: true,
+  }));
 }

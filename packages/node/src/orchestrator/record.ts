@@ -37,6 +37,8 @@ export interface SandboxRecord {
   allowPublicTraffic: boolean;
   trafficAccessToken?: string;
   envdVersion: string;
+  /** Volumes bind-mounted into it (they stay in its captures, so pause/resume and forks keep them). */
+  volumeMounts?: { name: string; path: string }[];
   /** The live runtime sandbox, while running. */
   handle?: SandboxHandle;
   /** Directory of a local capture holding its state, while paused (absent once it moved to the cache). */

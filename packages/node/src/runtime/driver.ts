@@ -16,6 +16,8 @@ export interface Resources {
 export interface ReadOnlyMount {
   readonly hostPath: string;
   readonly sandboxPath: string;
+  /** A volume: shared with other sandboxes and the host, so writes go straight through. */
+  readonly writable?: boolean;
 }
 
 /** The sandbox's first process: envd, started from the read-only tools mount. */

@@ -1,7 +1,14 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { BuildFiles, BuiltTemplates, Limiter, RuntimeCache, SnapshotStore } from '@agentenv/node';
+import {
+  BuildFiles,
+  BuiltTemplates,
+  Limiter,
+  RuntimeCache,
+  SnapshotStore,
+  VolumeStore,
+} from '@agentenv/node';
 import { buildApp, MetricsHistory, NodeMetrics, SandboxEventLog, SandboxProxy } from '@agentenv/node/server';
 import type { FakeNode } from './node.js';
 import { MemoryObjectRepository } from './repository.js';
@@ -55,6 +62,7 @@ export async function fakeApp(
     usage: { history: new MetricsHistory(720), sampleNow: (id) => node.orchestrator.usage(id) },
     logger: node.logger,
     version: '0.0.0-fake',
+    volumes: new VolumeStore(join(scratch, 'volumes')),
   });
   await app.ready();
   return {

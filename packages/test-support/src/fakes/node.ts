@@ -202,7 +202,7 @@ export class FakeNode {
 export function sandboxRecord(
   over: Partial<SandboxRecord> & Pick<SandboxRecord, 'sandboxId' | 'state'>,
 ): SandboxRecord {
-  const { source: _s, timeoutSecs: _t, ...settings } = createInput();
+  const { source: _s, timeoutSecs: _t, volumeMounts: _v, ...settings } = createInput();
   return {
     version: 1,
     templateId: 'base',

@@ -33,6 +33,7 @@ import {
   TimeoutBody,
 } from '../schemas.js';
 import { detailBody, listedBody, sandboxBody } from '../serialize.js';
+import type { VolumeMounts } from '../../volumes/index.js';
 
 export interface SandboxRoutesOptions {
   orchestrator: Orchestrator;
@@ -41,6 +42,8 @@ export interface SandboxRoutesOptions {
   domain: string | undefined;
   /** Sandboxes' usage history, and a sample taken now when a sandbox has none yet. */
   usage: { history: MetricsHistory; sampleNow(id: string): Promise<UsageSample | undefined> };
+  /** Resolves a create's `volumeMounts` (400 for an unknown volume or a bad path). */
+  volumes: Pick<VolumeMounts, 'resolve'>;
 }
 
 /** E2B's limit on `GET /sandboxes/metrics?sandbox_ids=`. */
@@ -88,6 +91,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   const create = async (body: Static<typeof CreateSandboxBody>, alwaysSecure: boolean) =>
     orch.create({
       ...createInput(body, alwaysSecure, opts.defaultTimeoutSecs),
+      volumeMounts: opts.volumes.resolve(body.volumeMounts ?? []),
       source: { kind: 'named', name: body.templateID ?? 'base' },
     });
   for (const url of ['/sandboxes', '/v2/sandboxes']) {

@@ -124,7 +124,7 @@ export function buildOciSpec(input: OciSpecInput): Record<string, unknown> {
         destination: m.sandboxPath,
         type: 'bind',
         source: m.hostPath,
-        options: ['rbind', 'ro', 'nosuid', 'nodev'],
+        options: ['rbind', m.writable ? 'rw' : 'ro', 'nosuid', 'nodev'],
       })),
     ],
     linux: {
