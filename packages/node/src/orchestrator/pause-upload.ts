@@ -24,7 +24,10 @@ export class PauseUploads {
     return pending.length;
   }
 
-  /** Resolves once no upload runs (shutdown waits so the repository holds every pause). */
+  /**
+   * Resolves once no background work runs, uploads started meanwhile included (shutdown waits so
+   * the repository holds every pause).
+   */
   idle(): Promise<void> {
     return this.core.background.idle();
   }
