@@ -11,6 +11,7 @@ import { Expiry } from './expiry.js';
 import { Killer } from './kill.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
+import { PauseUploads } from './pause-upload.js';
 import type { SandboxRecord } from './record.js';
 import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
@@ -39,6 +40,7 @@ export class Orchestrator {
   private readonly admission: Admission;
   private readonly creator: Creator;
   private readonly pauser: Pauser;
+  private readonly uploads: PauseUploads;
   private readonly resumer: Resumer;
   private readonly capturer: Capturer;
   private readonly killer: Killer;
@@ -60,7 +62,8 @@ export class Orchestrator {
       () => core.live.size,
     );
     this.creator = new Creator(core, this.admission);
-    this.pauser = new Pauser(core);
+    this.uploads = new PauseUploads(core);
+    this.pauser = new Pauser(core, this.uploads);
     this.resumer = new Resumer(core, this.admission);
     this.capturer = new Capturer(core, this.creator);
     this.killer = new Killer(core);
@@ -199,9 +202,11 @@ export class Orchestrator {
     return this.core.background.idle(sandboxId);
   }
 
-  /** After a restart: see recovery.ts. */
+  /** After a restart: see recovery.ts; pause uploads cut short start again. */
   recover(): { paused: number; lost: string[] } {
-    return recover(this.core);
+    const result = recover(this.core);
+    this.uploads.restartPending();
+    return result;
   }
 
   /** SIGTERM: stop taking work and pause every running sandbox, so it resumes after a restart. */
@@ -217,6 +222,8 @@ export class Orchestrator {
       ),
     );
     await background;
+    // The pauses above answered before their uploads ended: the repository gets them all.
+    await this.uploads.idle();
     this.offExit();
   }
 }

@@ -1,26 +1,32 @@
 import type { SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
+import type { PauseUploads } from './pause-upload.js';
 import type { SandboxRecord } from './record.js';
 
 /**
  * Pause: checkpoint a running sandbox to this node's disk and release its CPU, memory and
- * network slot; then store the capture in the shared repository (any node can resume it) and
- * this node's cache (a resume here needs no rebuild).
+ * network slot, then answer. Storing the capture in the shared repository (any node can resume
+ * it) and this node's cache runs afterwards in the background (PauseUploads).
  */
 export class Pauser {
-  constructor(private readonly core: SandboxCore) {}
+  constructor(
+    private readonly core: SandboxCore,
+    private readonly uploads: PauseUploads,
+  ) {}
 
   async pause(id: string, reason: LifecycleReason): Promise<void> {
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec));
     this.core.emit('paused', id, reason);
+    this.uploads.start(id);
   }
 
   private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
     const { d } = this.core;
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
-    // Recorded before the capture, so recover() can find a capture completed just before a crash.
-    d.store.update({ ...rec, captureDir: dir });
+    // Recorded before the capture, so recover() can find a capture completed just before a crash
+    // and upload it then.
+    d.store.update({ ...rec, captureDir: dir, uploadPending: true });
     try {
       await this.core.drainConnections(rec.sandboxId);
       await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
@@ -32,37 +38,8 @@ export class Pauser {
     this.core.live.delete(rec.sandboxId);
     await this.core.releaseSlot(live.slot, rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox paused');
-    const { handle: _h, pauseId: _p, captureDir: _c, ...rest } = rec;
-    return { ...rest, state: 'paused', ...(await this.storePause(rec, dir)) };
-  }
-
-  /**
-   * Puts a pause capture into the shared repository and then into this node's cache. When the
-   * repository fails the sandbox stays paused on this node only, from its local capture. Never
-   * throws: the sandbox is paused either way.
-   */
-  private async storePause(
-    rec: SandboxRecord,
-    dir: string,
-  ): Promise<{ captureDir?: string; pauseId?: string }> {
-    const { d } = this.core;
-    let pauseId: string;
-    try {
-      pauseId = await d.pauses.save(dir, rec, rec.pauseId);
-    } catch (err) {
-      d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause kept on this node only');
-      // The stored pause is older than this capture: nobody may resume from it any more.
-      if (rec.pauseId) await this.core.dropPause(rec.sandboxId, rec.pauseId);
-      return { captureDir: dir };
-    }
-    // From here the repository holds the state: a crash before the end still leaves it paused.
-    const { captureDir: _c, ...rest } = rec;
-    d.store.update({ ...rest, pauseId });
-    if (rec.pauseId) await this.core.dropPause(rec.sandboxId, rec.pauseId);
-    const kept = await d.pauses.keep(pauseId, dir).catch((err) => {
-      d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause not cached');
-      return false;
-    });
-    return kept ? { pauseId } : { pauseId, captureDir: dir };
+    const { handle: _h, ...rest } = rec;
+    // pauseId stays: the previous pause, parent of this one once uploaded.
+    return { ...rest, state: 'paused', captureDir: dir, uploadPending: true };
   }
 }

@@ -48,6 +48,11 @@ export interface SandboxRecord {
    * resume from while paused, and the parent of the next pause while running.
    */
   pauseId?: string;
+  /**
+   * Paused, with the repository upload of the local capture (captureDir) not done yet; pauseId
+   * is then the previous pause. Kept across restarts so the upload is started again.
+   */
+  uploadPending?: boolean;
 }
 
 /** A stored record this node cannot read: written by a newer node, or damaged. */

@@ -87,7 +87,8 @@ export class Resumer {
     await this.core.discardCaptures(rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox resumed');
     this.core.activity.touch(rec.sandboxId);
-    const { captureDir: _c, ...rest } = rec;
+    // An upload still running for the pause finds the sandbox running and drops what it stored.
+    const { captureDir: _c, uploadPending: _u, ...rest } = rec;
     return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
   }
 

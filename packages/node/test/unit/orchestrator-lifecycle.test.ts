@@ -14,6 +14,7 @@ describe('orchestrator: pause', () => {
   it('checkpoints, releases the slot, stores the pause and keeps it in the cache', async () => {
     const { node, id, orch } = await running();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const rec = orch.get(id);
     expect(rec.state).toBe('paused');
     expect(rec.handle).toBeUndefined();
@@ -41,15 +42,18 @@ describe('orchestrator: pause', () => {
     expect(node.captures.of(id)).toEqual([]);
     expect(orch.target(id)).toBeDefined();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
   });
 
   it('keeps the pause on this node when the repository fails, and drops the older stored pause', async () => {
     const { node, id, orch } = await running();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const first = orch.get(id).pauseId!;
     await orch.connect(id, 60);
     node.storage.faults.failNext('save');
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const rec = orch.get(id);
     expect(rec.state).toBe('paused');
     expect(rec.pauseId).toBeUndefined();
@@ -64,6 +68,7 @@ describe('orchestrator: pause', () => {
     const { node, id, orch } = await running();
     node.storage.faults.failNext('keep');
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const rec = orch.get(id);
     expect(rec.pauseId).toBeDefined();
     expect(node.captures.complete(rec.captureDir!)).toBe(true);
@@ -76,6 +81,7 @@ describe('orchestrator: resume', () => {
   it('restores the memory and files it had, in a new slot, with a new end time', async () => {
     const { node, id, orch } = await running();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     node.clock.advance(10_000);
     expect(await orch.connect(id, 60)).toBe(true);
     const rec = orch.get(id);
@@ -101,6 +107,7 @@ describe('orchestrator: resume', () => {
     it(`a failed ${step} leaves it paused and resumable, holding no slot`, async () => {
       const { node, id, orch } = await running();
       await orch.pause(id);
+      await orch.backgroundIdle(id);
       const before = orch.get(id);
       // The cache entry goes, so the resume must open the pause from the repository.
       if (step === 'open') node.disk.delete(FakePauses.cacheDir(before.pauseId!));
@@ -119,6 +126,7 @@ describe('orchestrator: resume', () => {
   it('a capacity refusal during a resume is a 429 with Retry-After, and leaves it paused', async () => {
     const { node, id, orch } = await running({ maxSandboxes: 1 });
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     await node.create();
     expect(errorBody(await failure(orch.connect(id, 60)))).toMatchObject({ status: 429, retryAfter: 5 });
     expect(orch.get(id).state).toBe('paused');
@@ -127,6 +135,7 @@ describe('orchestrator: resume', () => {
   it('refuses a paused sandbox with no capture anywhere as an internal error, still paused', async () => {
     const { node, id, orch } = await running();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const { pauseId: _p, ...rec } = orch.get(id);
     node.store.putRaw(id, rec);
     const err = (await failure(orch.connect(id, 60))) as DomainError;
@@ -140,6 +149,7 @@ describe('orchestrator: kill', () => {
   it('kills a running sandbox and releases its slot and its stored pause', async () => {
     const { node, id, orch } = await running();
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     await orch.connect(id, 60);
     const pauseId = orch.get(id).pauseId!;
     await orch.kill(id);
@@ -155,6 +165,7 @@ describe('orchestrator: kill', () => {
     const { node, id, orch } = await running();
     node.storage.faults.failNext('keep');
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     const { pauseId } = orch.get(id);
     await orch.kill(id);
     expect(node.captures.of(id)).toEqual([]);
@@ -191,6 +202,7 @@ describe('orchestrator: settings', () => {
     await orch.refresh(id, 50);
     expect(Date.parse(orch.get(id).endAt)).toBe(node.clock.now() + 50_000);
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     expect(errorBody(await failure(orch.setTimeout(id, 5))).status).toBe(409);
   });
 
@@ -204,6 +216,7 @@ describe('orchestrator: settings', () => {
     await failure(orch.setNetwork(id, { ...rules, allowInternet: true }));
     expect(orch.get(id).egress).toEqual(rules);
     await orch.pause(id);
+    await orch.backgroundIdle(id);
     await orch.setNetwork(id, { ...rules, denyOut: ['8.8.8.8'] });
     await orch.connect(id, 60);
     expect(orch.get(id).egress.denyOut).toEqual(['8.8.8.8']);

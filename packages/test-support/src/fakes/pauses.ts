@@ -47,7 +47,7 @@ export class FakePauses implements PauseRepository {
     await this.storage.faults.check('save');
     const capture = this.disk.read(captureDir);
     if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
-    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, ...sandbox } = rec;
+    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
     const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;
     this.storage.pauses.set(id, { seq: ++this.storage.seq, sandbox, capture, ...(parent ? { parent } : {}) });
     return id;

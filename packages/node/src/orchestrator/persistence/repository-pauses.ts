@@ -8,7 +8,7 @@ const KIND = 'pause';
 const claimName = (pauseId: string) => `pause/${pauseId}`;
 
 /** What a pause record carries besides the capture: the sandbox as it was when paused. */
-type PausedSandbox = Omit<SandboxRecord, 'state' | 'handle' | 'captureDir' | 'pauseId'>;
+type PausedSandbox = Omit<SandboxRecord, 'state' | 'handle' | 'captureDir' | 'pauseId' | 'uploadPending'>;
 
 /**
  * Pauses stored in the snapshot repository, like snapshots (content-defined chunks, so a pause
@@ -27,7 +27,7 @@ export class RepositoryPauses implements PauseRepository {
   }
 
   async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
-    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, ...sandbox } = rec;
+    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
     const stored = await this.store.storeCapture(captureDir, {
       ...(parent ? { parent } : {}),
       labels: { sandboxId: rec.sandboxId, kind: KIND },

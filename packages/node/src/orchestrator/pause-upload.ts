@@ -1,0 +1,89 @@
+import type { SandboxCore } from './core.js';
+import type { SandboxRecord } from './record.js';
+
+/**
+ * Stores pauses in the shared repository after the pause has answered. A paused record whose
+ * `uploadPending` is set names its local capture (`captureDir`) as its state; `pauseId` beside it
+ * is the previous pause, the parent of this one. The local capture is removed or moved into the
+ * cache only once the repository holds the new pause, so a crash at any point leaves the sandbox
+ * resumable from one of them. The upload runs outside the sandbox's lock: a resume or a kill
+ * meanwhile wins, and the upload's result is then dropped as obsolete.
+ */
+export class PauseUploads {
+  constructor(private readonly core: SandboxCore) {}
+
+  /** Starts the upload of a sandbox's pending pause in the background. */
+  start(sandboxId: string): void {
+    void this.core.background.run('pause-upload', sandboxId, () => this.upload(sandboxId));
+  }
+
+  /** After a restart: restarts every upload that the previous process did not finish. */
+  restartPending(): number {
+    const pending = this.core.d.store.all().filter(isPending);
+    for (const rec of pending) this.start(rec.sandboxId);
+    return pending.length;
+  }
+
+  /**
+   * Resolves once no background work runs, uploads started meanwhile included (shutdown waits so
+   * the repository holds every pause).
+   */
+  idle(): Promise<void> {
+    return this.core.background.idle();
+  }
+
+  private async upload(sandboxId: string): Promise<void> {
+    const { d } = this.core;
+    const rec = d.store.get(sandboxId);
+    if (!rec || !isPending(rec)) return;
+    const dir = rec.captureDir;
+    let pauseId: string | undefined;
+    let failure: unknown;
+    try {
+      pauseId = await d.pauses.save(dir, rec, rec.pauseId);
+    } catch (err) {
+      failure = err;
+    }
+    await this.core.mutex.run(sandboxId, async () => {
+      const cur = d.store.get(sandboxId);
+      if (!cur || !isPending(cur) || cur.captureDir !== dir) {
+        // Resumed, paused again or killed meanwhile: this pause is nobody's state any more.
+        if (pauseId) await this.core.dropPause(sandboxId, pauseId);
+        return;
+      }
+      if (pauseId) await this.stored(cur, dir, pauseId);
+      else await this.keptLocal(cur, failure);
+    });
+  }
+
+  /** The repository holds the pause: it becomes the state, and the capture goes to the cache. */
+  private async stored(rec: PendingRecord, dir: string, pauseId: string): Promise<void> {
+    const { d } = this.core;
+    const { captureDir: _c, uploadPending: _u, ...rest } = rec;
+    d.store.update({ ...rest, pauseId });
+    if (rec.pauseId) await this.core.dropPause(rec.sandboxId, rec.pauseId);
+    this.core.logs.add(rec.sandboxId, `pause stored in the snapshot repository (${pauseId})`);
+    const kept = await d.pauses.keep(pauseId, dir).catch((err) => {
+      d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause not cached');
+      return false;
+    });
+    // Not in the cache: the local capture stays the faster way back.
+    if (!kept) d.store.update({ ...rest, pauseId, captureDir: dir });
+  }
+
+  /** The repository failed: the sandbox stays paused on this node only, from its local capture. */
+  private async keptLocal(rec: PendingRecord, err: unknown): Promise<void> {
+    const { d } = this.core;
+    d.logger.warn({ err, sandboxId: rec.sandboxId }, 'pause kept on this node only');
+    const { uploadPending: _u, pauseId: previous, ...rest } = rec;
+    d.store.update(rest);
+    // The stored pause is older than this capture: nobody may resume from it any more.
+    if (previous) await this.core.dropPause(rec.sandboxId, previous);
+  }
+}
+
+type PendingRecord = SandboxRecord & { captureDir: string; uploadPending: true };
+
+function isPending(rec: SandboxRecord): rec is PendingRecord {
+  return rec.state === 'paused' && rec.uploadPending === true && rec.captureDir !== undefined;
+}

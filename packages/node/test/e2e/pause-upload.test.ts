@@ -1,0 +1,165 @@
+/**
+ * A pause answers once the sandbox is captured; its upload into the S3 repository (s3rver behind
+ * a TCP relay the test can stall) runs afterwards. A node SIGKILLed while that upload hangs
+ * still resumes the sandbox, with its memory, after the restart, and finishes the upload.
+ */
+import { Sandbox } from 'e2b';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, connect, type Server, type Socket } from 'node:net';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
+import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
+import {
+  api,
+  cleanSandboxes,
+  removeState,
+  startServer,
+  TEST_HOME,
+  useSdkEnv,
+  type TestServer,
+} from '@agentenv/test-support/server';
+
+/** The relay's port: helper 25's range (the node reaches S3 only through it). */
+const RELAY_PORT = 22501;
+
+/**
+ * Relays TCP to S3. Stalled, it swallows whatever the node sends, so requests hang as on a
+ * stuck network; `held` counts what it swallowed. Connections open when it stalls are cut, so no
+ * request is half through.
+ */
+class StallingRelay {
+  stalled = false;
+  held = 0;
+  private readonly sockets = new Set<Socket>();
+  private readonly server: Server;
+
+  constructor(upstreamPort: number) {
+    this.server = createServer((client) => {
+      const up = connect(upstreamPort, '127.0.0.1');
+      const end = () => {
+        for (const s of [client, up]) {
+          s.destroy();
+          this.sockets.delete(s);
+        }
+      };
+      for (const s of [client, up]) {
+        this.sockets.add(s);
+        s.on('close', end).on('error', end);
+      }
+      client.on('data', (d) => (this.stalled ? this.held++ : up.write(d)));
+      up.on('data', (d) => client.write(d));
+    });
+  }
+
+  async listen(port: number): Promise<void> {
+    this.server.listen(port, '127.0.0.1');
+    await once(this.server, 'listening');
+  }
+
+  stall(): void {
+    this.stalled = true;
+    this.held = 0;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  flow(): void {
+    this.stalled = false;
+    for (const s of this.sockets) s.destroy();
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    this.server.close();
+    await once(this.server, 'close');
+  }
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'aenv-pause-upload-'));
+
+function configFile(s3: S3Server): string {
+  const file = path.join(dir, 'oss.toml');
+  writeFileSync(
+    file,
+    [
+      '[snapshot]',
+      'repository_backend = "oss"',
+      '[backend.oss]',
+      `endpoint = "http://127.0.0.1:${RELAY_PORT}"`,
+      `bucket = "${s3.bucket}"`,
+      'region = "us-east-1"',
+      'prefix = "pause-upload-test"',
+      'addressing_style = "path"',
+      'access_key_id = "S3RVER"',
+      'access_key_secret = "S3RVER"',
+      '',
+    ].join('\n'),
+  );
+  return file;
+}
+
+/** The sandbox's local captures on the node's disk. */
+const localCaptures = (id: string) => {
+  const d = path.join(TEST_HOME, 'captures', id);
+  return existsSync(d) ? readdirSync(d) : [];
+};
+
+describe('a pause whose repository upload is cut short by a crash', () => {
+  let s3: S3Server | undefined;
+  let relay: StallingRelay | undefined;
+  let server: TestServer | undefined;
+  const env = () => ({ AENV_CONFIG_PATH: configFile(s3!), AENV_POOL_SIZE: '0' });
+
+  beforeAll(async () => {
+    s3 = await startS3();
+    relay = new StallingRelay(Number(new URL(s3.endpoint).port));
+    await relay.listen(RELAY_PORT);
+    removeState();
+    useSdkEnv();
+  });
+  afterAll(async () => {
+    relay?.flow();
+    await cleanSandboxes().catch(() => undefined);
+    await server?.stop();
+    removeState();
+    await relay?.close();
+    await s3?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('answers while S3 hangs, survives SIGKILL, and resumes with its memory after the restart', async () => {
+    server = await startServer(env());
+    const sbx = await Sandbox.create();
+    await sbx.commands.run(
+      "python3 -c \"import time\nn=0\nwhile True:\n  n+=1\n  open('/tmp/n','w').write(str(n))\n  time.sleep(0.1)\"",
+      { background: true, timeoutMs: 0 },
+    );
+    const counted = async (s: Sandbox) =>
+      Number((await s.commands.run('cat /tmp/n 2>/dev/null || echo 0')).stdout);
+    await eventually(async () => expect(await counted(sbx)).toBeGreaterThan(1));
+
+    relay!.stall();
+    const paused = await api('POST', `/sandboxes/${sbx.sandboxId}/pause`);
+    expect(paused.status).toBe(204);
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.state).toBe('paused');
+    // The upload has started and hangs in S3.
+    await eventually(() => expect(relay!.held).toBeGreaterThan(0));
+    expect(localCaptures(sbx.sandboxId)).toHaveLength(1);
+
+    await server.stop('SIGKILL');
+    relay!.flow();
+    server = await startServer(env());
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.state).toBe('paused');
+    // The restarted node uploads the pause again; the local capture goes once S3 holds it.
+    await eventually(() => expect(localCaptures(sbx.sandboxId)).toEqual([]), { timeoutMs: 60_000 });
+
+    const again = await Sandbox.connect(sbx.sandboxId);
+    const before = Number(await again.files.read('/tmp/n'));
+    expect(before).toBeGreaterThan(1);
+    // The process, and so its memory, lived on across the pause, the crash and the restart.
+    await eventually(async () => expect(await counted(again)).toBeGreaterThan(before));
+    await again.kill();
+  });
+});
