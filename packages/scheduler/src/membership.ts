@@ -65,31 +65,62 @@ export class Membership {
     this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
   }
 
-  /** A node's status now, given its drain mark. */
+  /**
+   * A node's status now, given its drain mark. A heartbeat counts from when it reached this
+   * process, not only from its write: one still waiting for the store (or for the node's
+   * previous heartbeat) shows the node alive.
+   */
   statusOf(node: NodeRecord, drainedBootId: string | undefined, now = this.clock.now()): NodeStatus {
-    return nodeStatus(node, drainedBootId, now, this.settings.heartbeatIntervalMs, this.watch?.since);
+    const arrived = this.arrivedMs.get(node.nodeId);
+    const heard =
+      node.lastHeartbeatMs !== undefined && arrived !== undefined && arrived > node.lastHeartbeatMs
+        ? { ...node, lastHeartbeatMs: arrived }
+        : node;
+    return nodeStatus(heard, drainedBootId, now, this.settings.heartbeatIntervalMs, this.watch?.since);
   }
 
+  /** When each node's latest heartbeat reached this process. */
+  private readonly arrivedMs = new Map<string, number>();
   /** Heartbeats of one node in this process, one at a time and in order of arrival. */
   private readonly beating = new Map<string, Promise<unknown>>();
+  /** The latest heartbeat of each node waiting or being applied; older waiting ones are skipped. */
+  private readonly newest = new Map<string, HeartbeatInput>();
 
+  /**
+   * Applies a node's heartbeat after those before it. A heartbeat still waiting when a newer one
+   * of its node arrives is not applied (every heartbeat is the node's whole report, so the newer
+   * one says all it said): under load, when a node re-sends after its call timed out, the work per
+   * node stays one report instead of a queue that grows faster than the store drains it.
+   */
   async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     checkHeartbeat(hb);
-    const turn = (this.beating.get(hb.nodeId) ?? Promise.resolve()).then(() => this.apply(hb));
-    const settled = turn.catch(() => undefined);
-    this.beating.set(hb.nodeId, settled);
-    void settled.then(() => {
-      if (this.beating.get(hb.nodeId) === settled) this.beating.delete(hb.nodeId);
-    });
-    return turn;
-  }
-
-  private async apply(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
       throw new DomainError(
         'unauthorized',
         `node ${hb.nodeId} is not in this scheduler's list of expected nodes`,
       );
+    this.arrivedMs.set(hb.nodeId, this.clock.now());
+    this.newest.set(hb.nodeId, hb);
+    const turn = (this.beating.get(hb.nodeId) ?? Promise.resolve()).then(() =>
+      this.newest.get(hb.nodeId) === hb ? this.apply(hb) : this.statusNow(hb.nodeId),
+    );
+    const settled = turn.catch(() => undefined);
+    this.beating.set(hb.nodeId, settled);
+    void settled.then(() => {
+      if (this.beating.get(hb.nodeId) !== settled) return;
+      this.beating.delete(hb.nodeId);
+      this.newest.delete(hb.nodeId);
+    });
+    return turn;
+  }
+
+  /** The answer to a heartbeat a newer one superseded: the node's status as stored. */
+  private async statusNow(nodeId: string): Promise<{ status: NodeStatus }> {
+    const [node, drains] = await Promise.all([this.store.getNode(nodeId), this.store.drains()]);
+    return { status: node ? this.statusOf(node, drains.get(nodeId)) : 'connecting' };
+  }
+
+  private async apply(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
     const now = this.clock.now();
     const chunkKeys = hb.chunkKeys.slice(0, MAX_CHUNK_KEYS);
     const record: NodeRecord = {

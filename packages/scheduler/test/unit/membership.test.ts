@@ -223,4 +223,57 @@ describe('node failure', () => {
     });
     expect((await membership.views()).map((v) => v.status)).toEqual(['ready']);
   });
+
+  it('a heartbeat counts from its arrival while it waits for the store', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore(clock);
+    const membership = new Membership(store, clock, settings());
+    await membership.heartbeat(heartbeat('a'));
+    const putNode = store.putNode.bind(store);
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    store.putNode = async (n, roster) => {
+      await held;
+      return putNode(n, roster);
+    };
+    // Heartbeats arrive every interval but none is written for 7 s: the node is alive all along.
+    const beats = [];
+    for (let t = 0; t < 7000; t += 2000) {
+      clock.advance(2000);
+      beats.push(membership.heartbeat(heartbeat('a')));
+      expect((await membership.views()).map((v) => v.status)).toEqual(['ready']);
+    }
+    release();
+    await Promise.all(beats);
+    // Silent from its last arrival on: unhealthy after three intervals as always.
+    clock.advance(6001);
+    expect((await membership.views()).map((v) => v.status)).toEqual(['unhealthy']);
+  });
+
+  it('applies only the newest of the heartbeats of a node waiting behind a slow one', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore(clock);
+    const membership = new Membership(store, clock, settings());
+    const putNode = store.putNode.bind(store);
+    const written: number[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let writing!: () => void;
+    const underWay = new Promise<void>((r) => (writing = r));
+    store.putNode = async (n, roster) => {
+      writing();
+      await held;
+      written.push(n.load.runningCount);
+      return putNode(n, roster);
+    };
+    const report = (n: number) => heartbeat('a', { load: { ...heartbeat('a').load, runningCount: n } });
+    const beats = [membership.heartbeat(report(1))];
+    await underWay;
+    beats.push(...[2, 3, 4, 5].map((n) => membership.heartbeat(report(n))));
+    release();
+    expect(await Promise.all(beats)).toEqual(Array(5).fill({ status: 'ready' }));
+    // The first was under way; 2-4 were superseded by 5 before their turn.
+    expect(written).toEqual([1, 5]);
+    expect((await membership.views())[0]!.node.load.runningCount).toBe(5);
+  });
 });
