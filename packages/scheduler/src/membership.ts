@@ -76,7 +76,15 @@ export class Membership {
       node.lastHeartbeatMs !== undefined && arrived !== undefined && arrived > node.lastHeartbeatMs
         ? { ...node, lastHeartbeatMs: arrived }
         : node;
-    return nodeStatus(heard, drainedBootId, now, this.settings.heartbeatIntervalMs, this.watch?.since);
+    const watch = this.watch;
+    return nodeStatus(
+      heard,
+      drainedBootId,
+      now,
+      this.settings.heartbeatIntervalMs,
+      watch?.since,
+      watch && ((ms) => watch.stalledSince(ms)),
+    );
   }
 
   /** When each node's latest heartbeat reached this process. */

@@ -208,6 +208,32 @@ describe('node failure', () => {
     expect(await failures.sweep()).toEqual([]);
   });
 
+  it('leaves out of a silence the short stalls of its own that add up over three intervals', async () => {
+    const clock = new ManualClock();
+    const store = new MemoryStore(clock);
+    const s = settings();
+    const watch = new Watch(clock, s.heartbeatIntervalMs);
+    const membership = new Membership(store, clock, s, watch);
+    const status = async () => (await membership.views()).map((v) => v.status);
+    await membership.heartbeat(heartbeat('a'));
+    // A starved scheduler: its 500 ms ticks come 1.5 s apart, each stall too short to start the
+    // watch again. 12 s pass, 8 s of them stalled: the node was silent for 4 s of its watch.
+    for (let t = 0; t < 12_000; t += 1500) {
+      clock.advance(1500);
+      watch.tick();
+    }
+    expect(await status()).toEqual(['ready']);
+    // Running freely again: two more seconds of silence make three intervals.
+    for (let t = 0; t < 2000; t += 500) {
+      clock.advance(500);
+      watch.tick();
+    }
+    expect(await status()).toEqual(['ready']);
+    clock.advance(500);
+    watch.tick();
+    expect(await status()).toEqual(['unhealthy']);
+  });
+
   it('a heartbeat is as fresh as its write, however slow the store', async () => {
     const clock = new ManualClock();
     const store = new MemoryStore(clock);
