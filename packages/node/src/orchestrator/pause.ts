@@ -11,11 +11,11 @@ export class Pauser {
   constructor(private readonly core: SandboxCore) {}
 
   async pause(id: string, reason: LifecycleReason): Promise<void> {
-    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec));
+    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason));
     this.core.emit('paused', id, reason);
   }
 
-  private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
+  private async pauseWork(rec: SandboxRecord, reason: LifecycleReason): Promise<SandboxRecord> {
     const { d } = this.core;
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
@@ -33,7 +33,8 @@ export class Pauser {
     await this.core.releaseSlot(live.slot, rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox paused');
     const { handle: _h, pauseId: _p, captureDir: _c, ...rest } = rec;
-    return { ...rest, state: 'paused', ...(await this.storePause(rec, dir)) };
+    const forMemory = reason === 'memory_pressure' ? { pausedForMemory: true } : {};
+    return { ...rest, state: 'paused', ...forMemory, ...(await this.storePause(rec, dir)) };
   }
 
   /**

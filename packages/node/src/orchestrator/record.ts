@@ -46,6 +46,8 @@ export interface SandboxRecord {
    * resume from while paused, and the parent of the next pause while running.
    */
   pauseId?: string;
+  /** Paused to relieve host memory pressure: its next request resumes it, whatever autoResume. */
+  pausedForMemory?: boolean;
 }
 
 /** A stored record this node cannot read: written by a newer node, or damaged. */

@@ -87,7 +87,7 @@ export class Resumer {
     await this.core.discardCaptures(rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox resumed');
     this.core.activity.touch(rec.sandboxId);
-    const { captureDir: _c, ...rest } = rec;
+    const { captureDir: _c, pausedForMemory: _m, ...rest } = rec;
     return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
   }
 
