@@ -13,6 +13,7 @@ import type { SandboxRecord } from './record.js';
 import { SandboxLogs } from './sandbox-logs.js';
 import type {
   CaptureDirs,
+  HostMemory,
   PauseRepository,
   SandboxRecordStore,
   SlotProvider,
@@ -42,6 +43,8 @@ export interface OrchestratorDeps {
   clock?: Clock;
   /** Reasons to refuse a start besides the configured limits (measured memory, …). */
   admission?: readonly AdmissionMeasure[];
+  /** The host's memory: with it, admission counts measured memory and pressure pauses idle sandboxes. */
+  memory?: { host: HostMemory; totalBytes: number };
 }
 
 /** How a call treats the end time of a running sandbox: `set` may shorten it, `extend` not. */

@@ -9,6 +9,7 @@ import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { Expiry } from './expiry.js';
 import { Killer } from './kill.js';
+import { MemoryPressure, type MemoryFigures } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
 import { PauseUploads } from './pause-upload.js';
@@ -46,17 +47,36 @@ export class Orchestrator {
   private readonly killer: Killer;
   private readonly settings: Settings;
   private readonly expiry: Expiry;
+  private readonly memory: MemoryPressure | undefined;
   private readonly offExit: () => void;
   private stopping = false;
 
   constructor(deps: OrchestratorDeps) {
     const core = (this.core = new SandboxCore(deps));
-    const { maxSandboxes: max, maxConcurrentStarts } = deps.config.orchestrator;
+    const {
+      maxSandboxes: max,
+      maxConcurrentStarts,
+      memoryOvercommit,
+      memoryLimitMb,
+    } = deps.config.orchestrator;
+    this.memory =
+      deps.memory &&
+      new MemoryPressure(
+        core,
+        deps.memory.host,
+        deps.memory.totalBytes,
+        { overcommit: memoryOvercommit, ...(memoryLimitMb ? { limitBytes: memoryLimitMb * 2 ** 20 } : {}) },
+        {
+          pause: (id) => this.pause(id, 'memory_pressure'),
+          resume: (id, secs) => this.connect(id, secs, 'extend', 'memory_pressure'),
+        },
+      );
     this.admission = new Admission(
       [
         notWhileStopping(() => this.stopping),
         maxSandboxes(max),
         maxStartsInFlight(maxConcurrentStarts * QUEUED_STARTS_PER_SLOT),
+        ...(this.memory ? [this.memory.measure()] : []),
         ...(deps.admission ?? []),
       ],
       () => core.live.size,
@@ -123,10 +143,18 @@ export class Orchestrator {
     const { envd, driver } = this.core.d;
     const [raw, stats] = await Promise.all([
       envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
-      driver.stats(live.handle).catch(() => undefined),
+      driver.stats(live.handle).then(
+        (s) => (this.memory?.record(id, s.workingSetBytes), s),
+        () => undefined,
+      ),
     ]);
     const ts = Math.floor(this.core.clock.now() / 1000);
     return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
+  }
+
+  /** Nominal, measured and free memory; undefined when the node was not given the host's memory. */
+  memoryFigures(): MemoryFigures | undefined {
+    return this.memory?.figures();
   }
 
   /** Waits for any operation under way on the sandbox. */
@@ -164,11 +192,13 @@ export class Orchestrator {
     return this.resumer.connect(id, timeoutSecs, mode, reason);
   }
 
-  snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+    await this.wake(id);
     return this.capturer.snapshot(id, name);
   }
 
-  fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+  async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+    await this.wake(id);
     return this.capturer.fork(id, count, timeoutSecs);
   }
 
@@ -177,12 +207,14 @@ export class Orchestrator {
   }
 
   /** POST /timeout: end = now + secs, which may shorten it. */
-  setTimeout(id: string, secs: number): Promise<void> {
+  async setTimeout(id: string, secs: number): Promise<void> {
+    await this.wake(id);
     return this.settings.endTime(id, secs, 'set');
   }
 
   /** POST /refreshes: extend only. */
-  refresh(id: string, secs: number): Promise<void> {
+  async refresh(id: string, secs: number): Promise<void> {
+    await this.wake(id);
     return this.settings.endTime(id, secs, 'extend');
   }
 
@@ -200,6 +232,20 @@ export class Orchestrator {
   /** Resolves once the background work started so far (TTL actions, reclaims) has settled. */
   backgroundIdle(sandboxId?: string): Promise<void> {
     return this.core.background.idle(sandboxId);
+  }
+
+  /** Pauses idle sandboxes under host memory pressure (see memory-pressure.ts). */
+  startMemoryWatch(): void {
+    this.memory?.start();
+  }
+
+  /**
+   * Resumes a sandbox paused for memory, as any request to it does (the proxy's, and the calls
+   * below that need it running); false when it was not paused so.
+   */
+  async wake(id: string): Promise<boolean> {
+    const rec = this.find(id);
+    return rec !== undefined && this.memory !== undefined && this.memory.wake(rec);
   }
 
   /** After a restart: see recovery.ts; pause uploads cut short start again. */

@@ -15,12 +15,12 @@ export class Pauser {
   ) {}
 
   async pause(id: string, reason: LifecycleReason): Promise<void> {
-    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec));
+    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason));
     this.core.emit('paused', id, reason);
     this.uploads.start(id);
   }
 
-  private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
+  private async pauseWork(rec: SandboxRecord, reason: LifecycleReason): Promise<SandboxRecord> {
     const { d } = this.core;
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
@@ -39,7 +39,8 @@ export class Pauser {
     await this.core.releaseSlot(live.slot, rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox paused');
     const { handle: _h, ...rest } = rec;
+    const forMemory = reason === 'memory_pressure' ? { pausedForMemory: true } : {};
     // pauseId stays: the previous pause, parent of this one once uploaded.
-    return { ...rest, state: 'paused', captureDir: dir, uploadPending: true };
+    return { ...rest, state: 'paused', ...forMemory, captureDir: dir, uploadPending: true };
   }
 }

@@ -53,6 +53,8 @@ export interface SandboxRecord {
    * is then the previous pause. Kept across restarts so the upload is started again.
    */
   uploadPending?: boolean;
+  /** Paused to relieve host memory pressure: its next request resumes it, whatever autoResume. */
+  pausedForMemory?: boolean;
 }
 
 /** A stored record this node cannot read: written by a newer node, or damaged. */

@@ -88,7 +88,7 @@ export class Resumer {
     this.core.logs.add(rec.sandboxId, 'sandbox resumed');
     this.core.activity.touch(rec.sandboxId);
     // An upload still running for the pause finds the sandbox running and drops what it stored.
-    const { captureDir: _c, uploadPending: _u, ...rest } = rec;
+    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, ...rest } = rec;
     return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
   }
 

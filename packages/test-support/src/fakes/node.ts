@@ -39,6 +39,9 @@ export interface FakeNodeOptions {
   hostAddress?: string;
   /** What the host reports as available memory (bytes), for the warm pool. */
   memoryBytes?: number;
+  /** The host's total memory: given, admission counts measured memory and pressure pauses. */
+  hostMemoryBytes?: number;
+  memoryLimitMb?: number;
   /** Extra admission measures. */
   admission?: readonly AdmissionMeasure[];
 }
@@ -159,6 +162,7 @@ export class FakeNode {
       pool: this.pool,
       clock: this.clock,
       ...(opts.admission ? { admission: opts.admission } : {}),
+      ...(opts.hostMemoryBytes ? { memory: { host: this.memory, totalBytes: opts.hostMemoryBytes } } : {}),
     });
   }
 
@@ -239,6 +243,7 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
       ...c.orchestrator,
       ...(opts.maxSandboxes !== undefined ? { maxSandboxes: opts.maxSandboxes } : {}),
       ...(opts.maxConcurrentStarts !== undefined ? { maxConcurrentStarts: opts.maxConcurrentStarts } : {}),
+      ...(opts.memoryLimitMb !== undefined ? { memoryLimitMb: opts.memoryLimitMb } : {}),
     },
     pool: { size: opts.poolSize ?? 0 },
     fork: { maxChildren: opts.forkMaxChildren ?? c.fork.maxChildren },
