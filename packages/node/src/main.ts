@@ -219,6 +219,7 @@ async function main(): Promise<void> {
   usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
+  orchestrator.startIdleLoop();
   agent?.start();
   void base
     .prepare()

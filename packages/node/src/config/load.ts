@@ -43,7 +43,12 @@ export function defaults(env: Env): NodeConfig {
     homePath: root ? '/var/lib/aenv' : path.join(homedir(), '.local/share/aenv'),
     runtimePath: '/run/aenv',
     runtime: { driver: 'gvisor', virtualizationMode: 'kvm' },
-    orchestrator: { defaultSandboxTimeoutSecs: 300, maxSandboxes: 1000, maxConcurrentStarts: 16 },
+    orchestrator: {
+      defaultSandboxTimeoutSecs: 300,
+      maxSandboxes: 1000,
+      maxConcurrentStarts: 16,
+      idleFreezeSecs: 10,
+    },
     fork: { maxChildren: 16 },
     pool: { size: 2 },
     sandboxProxy: { domains: [] },
@@ -104,6 +109,7 @@ export function envOverrides(env: Env): Json {
   }
   if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
   if (env.AENV_MAX_SANDBOXES) set(['orchestrator', 'maxSandboxes'], Number(env.AENV_MAX_SANDBOXES));
+  if (env.AENV_IDLE_FREEZE_SECS) set(['orchestrator', 'idleFreezeSecs'], Number(env.AENV_IDLE_FREEZE_SECS));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);

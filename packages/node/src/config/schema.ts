@@ -24,6 +24,8 @@ export const NodeConfigSchema = Type.Object({
     defaultSandboxTimeoutSecs: Type.Integer({ minimum: 1, maximum: 86_400 * 30 }),
     maxSandboxes: Type.Integer({ minimum: 1 }),
     maxConcurrentStarts: Type.Integer({ minimum: 1 }),
+    /** A running sandbox without traffic, calls or open commands this long is frozen; 0: never. */
+    idleFreezeSecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
   }),
   fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
   pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),

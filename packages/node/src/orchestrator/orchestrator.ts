@@ -8,6 +8,7 @@ import { SandboxCore, type EndTimeMode, type OrchestratorDeps } from './core.js'
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { Expiry } from './expiry.js';
+import { IdleFreezer } from './idle.js';
 import { Killer } from './kill.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
@@ -44,6 +45,7 @@ export class Orchestrator {
   private readonly killer: Killer;
   private readonly settings: Settings;
   private readonly expiry: Expiry;
+  private readonly idle: IdleFreezer;
   private readonly offExit: () => void;
   private stopping = false;
 
@@ -58,6 +60,7 @@ export class Orchestrator {
         ...(deps.admission ?? []),
       ],
       () => core.live.size,
+      () => deps.driver.releasing(),
     );
     this.creator = new Creator(core, this.admission);
     this.pauser = new Pauser(core);
@@ -69,6 +72,7 @@ export class Orchestrator {
       pause: (id, r) => this.pause(id, r),
       kill: (id, r) => this.kill(id, r),
     });
+    this.idle = new IdleFreezer(core, deps.config.orchestrator.idleFreezeSecs * 1000);
     this.offExit = new Exits(core).listen();
   }
 
@@ -83,6 +87,14 @@ export class Orchestrator {
   /** What clients are doing in each sandbox (the proxy reports its requests here). */
   get activity(): ActivityTracker {
     return this.core.activity;
+  }
+
+  /**
+   * Before traffic reaches a sandbox (the proxy calls it): counts as use, and thaws the sandbox
+   * when it was frozen for idleness.
+   */
+  wake(id: string): Promise<void> {
+    return this.idle.wake(id);
   }
 
   // ---- queries ----
@@ -116,7 +128,8 @@ export class Orchestrator {
   async usage(id: string): Promise<UsageSample | undefined> {
     const rec = this.get(id);
     const live = this.core.live.get(id);
-    if (rec.state !== 'running' || !live) return undefined;
+    // A frozen sandbox's envd cannot answer, and sampling it must not keep it awake.
+    if (rec.state !== 'running' || !live || this.idle.isFrozen(id)) return undefined;
     const { envd, driver } = this.core.d;
     const [raw, stats] = await Promise.all([
       envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
@@ -147,25 +160,29 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+  async pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+    await this.idle.wake(id);
     return this.pauser.pause(id, reason);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
-  connect(
+  async connect(
     id: string,
     timeoutSecs: number,
     mode: EndTimeMode = 'extend',
     reason: LifecycleReason = 'request',
   ): Promise<boolean> {
+    await this.idle.wake(id);
     return this.resumer.connect(id, timeoutSecs, mode, reason);
   }
 
-  snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+    await this.idle.wake(id);
     return this.capturer.snapshot(id, name);
   }
 
-  fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+  async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+    await this.idle.wake(id);
     return this.capturer.fork(id, count, timeoutSecs);
   }
 
@@ -174,16 +191,19 @@ export class Orchestrator {
   }
 
   /** POST /timeout: end = now + secs, which may shorten it. */
-  setTimeout(id: string, secs: number): Promise<void> {
+  async setTimeout(id: string, secs: number): Promise<void> {
+    await this.idle.wake(id);
     return this.settings.endTime(id, secs, 'set');
   }
 
   /** POST /refreshes: extend only. */
-  refresh(id: string, secs: number): Promise<void> {
+  async refresh(id: string, secs: number): Promise<void> {
+    await this.idle.wake(id);
     return this.settings.endTime(id, secs, 'extend');
   }
 
-  setNetwork(id: string, egress: EgressRules): Promise<void> {
+  async setNetwork(id: string, egress: EgressRules): Promise<void> {
+    await this.idle.wake(id);
     return this.settings.setNetwork(id, egress);
   }
 
@@ -192,6 +212,11 @@ export class Orchestrator {
   /** Pauses (or kills, with autoPause false) running sandboxes whose end time has passed. */
   startTtlLoop(intervalMs = TTL_INTERVAL_MS): void {
     this.expiry.start(intervalMs);
+  }
+
+  /** Freezes running sandboxes idle for `[orchestrator] idle_freeze_secs` (idle.ts); 0 turns it off. */
+  startIdleLoop(): void {
+    this.idle.start();
   }
 
   /** Resolves once the background work started so far (TTL actions, reclaims) has settled. */

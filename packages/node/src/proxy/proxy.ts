@@ -23,7 +23,10 @@ import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 const AUTO_RESUME_SECS = 300;
 
 /** What the proxy needs of the orchestrator. */
-export type ProxyTargets = Pick<Orchestrator, 'find' | 'settled' | 'connect' | 'target' | 'activity'>;
+export type ProxyTargets = Pick<
+  Orchestrator,
+  'find' | 'settled' | 'connect' | 'target' | 'activity' | 'wake'
+>;
 
 /**
  * E2B's answer for traffic to a sandbox that is unknown, gone or paused without auto-resume
@@ -96,6 +99,8 @@ export class SandboxProxy {
       if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken))
         throw new DomainError('forbidden', 'missing or invalid traffic access token');
     }
+    // A sandbox frozen for idleness runs again before the request reaches it.
+    await this.orch.wake(rec.sandboxId);
     const target = this.orch.target(rec.sandboxId);
     if (!target) throw sandboxNotFound(route.sandboxId);
     return { address: target.address };

@@ -30,6 +30,8 @@ export interface FakeNodeOptions {
   clock?: FakeClock;
   maxSandboxes?: number;
   maxConcurrentStarts?: number;
+  /** `[orchestrator] idle_freeze_secs` (the default config's unless given; 0: off). */
+  idleFreezeSecs?: number;
   /** Warm sandboxes per template (0: off, the default here). */
   poolSize?: number;
   forkMaxChildren?: number;
@@ -239,6 +241,7 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
       ...c.orchestrator,
       ...(opts.maxSandboxes !== undefined ? { maxSandboxes: opts.maxSandboxes } : {}),
       ...(opts.maxConcurrentStarts !== undefined ? { maxConcurrentStarts: opts.maxConcurrentStarts } : {}),
+      ...(opts.idleFreezeSecs !== undefined ? { idleFreezeSecs: opts.idleFreezeSecs } : {}),
     },
     pool: { size: opts.poolSize ?? 0 },
     fork: { maxChildren: opts.forkMaxChildren ?? c.fork.maxChildren },
