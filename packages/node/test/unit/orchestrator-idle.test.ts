@@ -2,6 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { errorBody } from '@agentenv/common';
 import { FakeNode, rejection, type FakeNodeOptions } from '@agentenv/test-support/fakes';
+import { defaults, envOverrides } from '../../src/config/load.js';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
 
 /** FakeNode's config freezes after 10 s idle (the default); the sweep looks every second. */
@@ -117,6 +118,11 @@ describe('orchestrator: idle sandboxes are frozen', () => {
     expect(await status()).toBe('running');
     await pass(1000);
     expect(await status()).toBe('frozen');
+  });
+
+  it('idle_freeze_secs is 10 unless the config or AENV_IDLE_FREEZE_SECS says otherwise', () => {
+    expect(defaults({}).orchestrator.idleFreezeSecs).toBe(10);
+    expect(envOverrides({ AENV_IDLE_FREEZE_SECS: '0' })).toEqual({ orchestrator: { idleFreezeSecs: 0 } });
   });
 
   it('follows idle_freeze_secs; 0 turns freezing off', async () => {
