@@ -225,6 +225,8 @@ async function main(): Promise<void> {
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
   orchestrator.startMemoryWatch();
+  orchestrator.startIdleLoop();
+  orchestrator.startMemoryWatch();
   // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
   // first start builds it (minutes); a failed build still joins, and creates retry it.
   void base

@@ -49,6 +49,7 @@ export function defaults(env: Env): NodeConfig {
       maxConcurrentStarts: 16,
       memoryOvercommit: 4,
       memoryLimitMb: 0,
+      idleFreezeSecs: 10,
     },
     fork: { maxChildren: 16 },
     pool: { size: 2 },
@@ -114,6 +115,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_MEMORY_OVERCOMMIT)
     set(['orchestrator', 'memoryOvercommit'], Number(env.AENV_MEMORY_OVERCOMMIT));
   if (env.AENV_MEMORY_LIMIT_MB) set(['orchestrator', 'memoryLimitMb'], Number(env.AENV_MEMORY_LIMIT_MB));
+  if (env.AENV_IDLE_FREEZE_SECS) set(['orchestrator', 'idleFreezeSecs'], Number(env.AENV_IDLE_FREEZE_SECS));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_VOLUMES_PATH) set(['volumes', 'path'], env.AENV_VOLUMES_PATH);
   if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));

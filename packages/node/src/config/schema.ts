@@ -28,6 +28,8 @@ export const NodeConfigSchema = Type.Object({
     memoryOvercommit: Type.Number({ minimum: 1, maximum: 100 }),
     /** Measured sandbox memory beyond which idle sandboxes are paused; 0: host memory only. */
     memoryLimitMb: Type.Integer({ minimum: 0 }),
+    /** A running sandbox without traffic, calls or open commands this long is frozen; 0: never. */
+    idleFreezeSecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
   }),
   fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
   pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),

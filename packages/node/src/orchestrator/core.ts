@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { conflict, DomainError, isFault, notFound, withContext } from '@agentenv/common';
+import type { UsageSample } from '../metrics/index.js';
 import type { NodeConfig } from '../config/index.js';
 import type { EnvdConnector } from '../envd/index.js';
 import type { NetSlot } from '../network/index.js';
@@ -54,6 +55,8 @@ export type EndTimeMode = 'extend' | 'set';
 export interface Live {
   handle: SandboxHandle;
   slot: NetSlot;
+  /** Its newest usage sample, reported again (without CPU) while it is frozen. */
+  lastUsage?: UsageSample;
 }
 
 /**

@@ -8,6 +8,7 @@ import { SandboxCore, type EndTimeMode, type OrchestratorDeps } from './core.js'
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { Expiry } from './expiry.js';
+import { IdleFreezer } from './idle.js';
 import { Killer } from './kill.js';
 import { MemoryPressure, type MemoryFigures } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
@@ -48,6 +49,7 @@ export class Orchestrator {
   private readonly settings: Settings;
   private readonly expiry: Expiry;
   private readonly memory: MemoryPressure | undefined;
+  private readonly idle: IdleFreezer;
   private readonly offExit: () => void;
   private stopping = false;
 
@@ -80,6 +82,7 @@ export class Orchestrator {
         ...(deps.admission ?? []),
       ],
       () => core.live.size,
+      () => deps.driver.releasing(),
     );
     this.creator = new Creator(core, this.admission);
     this.uploads = new PauseUploads(core);
@@ -92,6 +95,7 @@ export class Orchestrator {
       pause: (id, r) => this.pause(id, r),
       kill: (id, r) => this.kill(id, r),
     });
+    this.idle = new IdleFreezer(core, deps.config.orchestrator.idleFreezeSecs * 1000);
     this.offExit = new Exits(core).listen();
   }
 
@@ -106,6 +110,14 @@ export class Orchestrator {
   /** What clients are doing in each sandbox (the proxy reports its requests here). */
   get activity(): ActivityTracker {
     return this.core.activity;
+  }
+
+  /**
+   * Before traffic reaches a sandbox (the proxy calls it): counts as use, and thaws the sandbox
+   * when it was frozen for idleness.
+   */
+  wake(id: string): Promise<void> {
+    return this.idle.wake(id);
   }
 
   // ---- queries ----
@@ -140,6 +152,12 @@ export class Orchestrator {
     const rec = this.get(id);
     const live = this.core.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
+    // A frozen sandbox's envd cannot answer, and sampling it must not wake it: it uses no CPU and
+    // holds the memory and disk it had.
+    if (this.idle.isFrozen(id)) {
+      const ts = Math.floor(this.core.clock.now() / 1000);
+      return live.lastUsage && { ...live.lastUsage, cpuUsedPct: 0, ts };
+    }
     const { envd, driver } = this.core.d;
     const [raw, stats] = await Promise.all([
       envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
@@ -149,7 +167,8 @@ export class Orchestrator {
       ),
     ]);
     const ts = Math.floor(this.core.clock.now() / 1000);
-    return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
+    live.lastUsage = { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
+    return live.lastUsage;
   }
 
   /** Nominal, measured and free memory; undefined when the node was not given the host's memory. */
@@ -178,27 +197,29 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+  async pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+    await this.idle.wake(id);
     return this.pauser.pause(id, reason);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
-  connect(
+  async connect(
     id: string,
     timeoutSecs: number,
     mode: EndTimeMode = 'extend',
     reason: LifecycleReason = 'request',
   ): Promise<boolean> {
+    await this.idle.wake(id);
     return this.resumer.connect(id, timeoutSecs, mode, reason);
   }
 
   async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
-    await this.wake(id);
+    await this.ready(id);
     return this.capturer.snapshot(id, name);
   }
 
   async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
-    await this.wake(id);
+    await this.ready(id);
     return this.capturer.fork(id, count, timeoutSecs);
   }
 
@@ -208,17 +229,18 @@ export class Orchestrator {
 
   /** POST /timeout: end = now + secs, which may shorten it. */
   async setTimeout(id: string, secs: number): Promise<void> {
-    await this.wake(id);
+    await this.ready(id);
     return this.settings.endTime(id, secs, 'set');
   }
 
   /** POST /refreshes: extend only. */
   async refresh(id: string, secs: number): Promise<void> {
-    await this.wake(id);
+    await this.ready(id);
     return this.settings.endTime(id, secs, 'extend');
   }
 
-  setNetwork(id: string, egress: EgressRules): Promise<void> {
+  async setNetwork(id: string, egress: EgressRules): Promise<void> {
+    await this.idle.wake(id);
     return this.settings.setNetwork(id, egress);
   }
 
@@ -227,6 +249,11 @@ export class Orchestrator {
   /** Pauses (or kills, with autoPause false) running sandboxes whose end time has passed. */
   startTtlLoop(intervalMs = TTL_INTERVAL_MS): void {
     this.expiry.start(intervalMs);
+  }
+
+  /** Freezes running sandboxes idle for `[orchestrator] idle_freeze_secs` (idle.ts); 0 turns it off. */
+  startIdleLoop(): void {
+    this.idle.start();
   }
 
   /** Resolves once the background work started so far (TTL actions, reclaims) has settled. */
@@ -243,9 +270,15 @@ export class Orchestrator {
    * Resumes a sandbox paused for memory, as any request to it does (the proxy's, and the calls
    * below that need it running); false when it was not paused so.
    */
-  async wake(id: string): Promise<boolean> {
+  async resumeForMemory(id: string): Promise<boolean> {
     const rec = this.find(id);
     return rec !== undefined && this.memory !== undefined && this.memory.wake(rec);
+  }
+
+  /** Before a call that needs the sandbox running: back from a memory pause, then thawed. */
+  private async ready(id: string): Promise<void> {
+    await this.resumeForMemory(id);
+    await this.idle.wake(id);
   }
 
   /** After a restart: see recovery.ts; pause uploads cut short start again. */

@@ -25,7 +25,7 @@ const AUTO_RESUME_SECS = 300;
 /** What the proxy needs of the orchestrator. */
 export type ProxyTargets = Pick<
   Orchestrator,
-  'find' | 'settled' | 'connect' | 'wake' | 'target' | 'activity'
+  'find' | 'settled' | 'connect' | 'resumeForMemory' | 'target' | 'activity' | 'wake'
 >;
 
 /**
@@ -89,7 +89,7 @@ export class SandboxProxy {
       // One paused for memory keeps its end time; autoResume gives AUTO_RESUME_SECS.
       await (
         rec.pausedForMemory
-          ? this.orch.wake(id)
+          ? this.orch.resumeForMemory(id)
           : this.orch.connect(id, AUTO_RESUME_SECS, 'extend', 'auto_resume')
       ).catch((err: unknown) => {
         // Resumed on another node meanwhile: not here, as for any unknown sandbox.
@@ -101,6 +101,8 @@ export class SandboxProxy {
       if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken))
         throw new DomainError('forbidden', 'missing or invalid traffic access token');
     }
+    // A sandbox frozen for idleness runs again before the request reaches it.
+    await this.orch.wake(rec.sandboxId);
     const target = this.orch.target(rec.sandboxId);
     if (!target) throw sandboxNotFound(route.sandboxId);
     return { address: target.address };

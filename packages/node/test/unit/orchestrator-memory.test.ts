@@ -108,12 +108,12 @@ describe('orchestrator: memory', () => {
     expect(node.orchestrator.memoryFigures()!.measured).toBe(512 * MiB);
 
     // autoResume is off, but a request resumes a sandbox paused for memory, with its end time.
-    expect(await node.orchestrator.wake(b.sandboxId)).toBe(true);
+    expect(await node.orchestrator.resumeForMemory(b.sandboxId)).toBe(true);
     const resumed = node.orchestrator.get(b.sandboxId);
     expect(resumed.state).toBe('running');
     expect(resumed.pausedForMemory).toBeUndefined();
     expect(resumed.endAt).toBe(b.endAt);
     expect(node.observer.of(b.sandboxId).at(-1)).toBe('resumed:memory_pressure');
-    expect(await node.orchestrator.wake(a.sandboxId)).toBe(false);
+    expect(await node.orchestrator.resumeForMemory(a.sandboxId)).toBe(false);
   });
 });

@@ -30,6 +30,8 @@ export interface FakeNodeOptions {
   clock?: FakeClock;
   maxSandboxes?: number;
   maxConcurrentStarts?: number;
+  /** `[orchestrator] idle_freeze_secs` (the default config's unless given; 0: off). */
+  idleFreezeSecs?: number;
   /** Warm sandboxes per template (0: off, the default here). */
   poolSize?: number;
   forkMaxChildren?: number;
@@ -244,6 +246,7 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
       ...(opts.maxSandboxes !== undefined ? { maxSandboxes: opts.maxSandboxes } : {}),
       ...(opts.maxConcurrentStarts !== undefined ? { maxConcurrentStarts: opts.maxConcurrentStarts } : {}),
       ...(opts.memoryLimitMb !== undefined ? { memoryLimitMb: opts.memoryLimitMb } : {}),
+      ...(opts.idleFreezeSecs !== undefined ? { idleFreezeSecs: opts.idleFreezeSecs } : {}),
     },
     pool: { size: opts.poolSize ?? 0 },
     fork: { maxChildren: opts.forkMaxChildren ?? c.fork.maxChildren },
