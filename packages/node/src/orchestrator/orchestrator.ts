@@ -11,7 +11,7 @@ import { Expiry } from './expiry.js';
 import { Killer } from './kill.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
-import type { SandboxRecord } from './record.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
 import { Resumer } from './resume.js';
@@ -66,7 +66,7 @@ export class Orchestrator {
     this.killer = new Killer(core);
     this.settings = new Settings(core);
     this.expiry = new Expiry(core, {
-      pause: (id, r) => this.pause(id, r),
+      pause: (id, r, kind) => this.pause(id, r, kind),
       kill: (id, r) => this.kill(id, r),
     });
     this.offExit = new Exits(core).listen();
@@ -147,8 +147,9 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
-    return this.pauser.pause(id, reason);
+  /** `filesystem` keeps the writable layer only: the resume cold-boots. */
+  pause(id: string, reason: LifecycleReason = 'request', kind: PauseKind = 'memory'): Promise<void> {
+    return this.pauser.pause(id, reason, kind);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */

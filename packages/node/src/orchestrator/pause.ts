@@ -1,6 +1,7 @@
 import type { SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
-import type { SandboxRecord } from './record.js';
+import { captureFilesystem } from './fs-pause.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 
 /**
  * Pause: checkpoint a running sandbox to this node's disk and release its CPU, memory and
@@ -10,20 +11,26 @@ import type { SandboxRecord } from './record.js';
 export class Pauser {
   constructor(private readonly core: SandboxCore) {}
 
-  async pause(id: string, reason: LifecycleReason): Promise<void> {
-    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec));
+  async pause(id: string, reason: LifecycleReason, kind: PauseKind = 'memory'): Promise<void> {
+    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, kind));
     this.core.emit('paused', id, reason);
   }
 
-  private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
+  private async pauseWork(rec: SandboxRecord, kind: PauseKind): Promise<SandboxRecord> {
     const { d } = this.core;
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
     // Recorded before the capture, so recover() can find a capture completed just before a crash.
     d.store.update({ ...rec, captureDir: dir });
     try {
-      await this.core.drainConnections(rec.sandboxId);
-      await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+      if (kind === 'filesystem') {
+        await captureFilesystem(this.core, rec, live, dir);
+        await this.core.drainConnections(rec.sandboxId);
+        await d.driver.kill(live.handle);
+      } else {
+        await this.core.drainConnections(rec.sandboxId);
+        await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+      }
     } catch (err) {
       d.store.update(rec);
       await d.captures.remove(dir);
@@ -31,9 +38,15 @@ export class Pauser {
     }
     this.core.live.delete(rec.sandboxId);
     await this.core.releaseSlot(live.slot, rec.sandboxId);
-    this.core.logs.add(rec.sandboxId, 'sandbox paused');
-    const { handle: _h, pauseId: _p, captureDir: _c, ...rest } = rec;
-    return { ...rest, state: 'paused', ...(await this.storePause(rec, dir)) };
+    this.core.logs.add(
+      rec.sandboxId,
+      kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',
+    );
+    // The kind travels with the stored pause, so whichever node resumes it knows how.
+    const { pauseKind: _k, ...base } = rec;
+    const marked: SandboxRecord = kind === 'filesystem' ? { ...base, pauseKind: kind } : base;
+    const { handle: _h, pauseId: _p, captureDir: _c, ...rest } = marked;
+    return { ...rest, state: 'paused', ...(await this.storePause(marked, dir)) };
   }
 
   /**

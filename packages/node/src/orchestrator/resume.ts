@@ -3,6 +3,7 @@ import type { Capture, Resources } from '../runtime/index.js';
 import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
+import { restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
 
 /**
@@ -87,7 +88,7 @@ export class Resumer {
     await this.core.discardCaptures(rec.sandboxId);
     this.core.logs.add(rec.sandboxId, 'sandbox resumed');
     this.core.activity.touch(rec.sandboxId);
-    const { captureDir: _c, ...rest } = rec;
+    const { captureDir: _c, pauseKind: _k, ...rest } = rec;
     return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
   }
 
@@ -97,6 +98,7 @@ export class Resumer {
     rec: SandboxRecord,
     resources: Resources,
   ): Promise<Live> {
+    if (rec.pauseKind === 'filesystem') return restoreFilesystem(this.core, capture, rec, resources);
     const { d } = this.core;
     const slot = await d.slots.acquire(rec.egress);
     try {

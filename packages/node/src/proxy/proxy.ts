@@ -82,6 +82,11 @@ export class SandboxProxy {
         throw route.native
           ? new DomainError('gone', `sandbox ${rec.sandboxId} is paused`)
           : sandboxNotFound(rec.sandboxId);
+      // A cold boot loses what ran inside: only an explicit connect or resume may do it.
+      if (rec.pauseKind === 'filesystem')
+        throw route.native
+          ? new DomainError('conflict', 'filesystem-only snapshot must be resumed explicitly')
+          : sandboxNotFound(rec.sandboxId);
       await this.orch
         .connect(rec.sandboxId, AUTO_RESUME_SECS, 'extend', 'auto_resume')
         .catch((err: unknown) => {
