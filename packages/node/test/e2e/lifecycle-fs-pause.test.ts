@@ -124,13 +124,15 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
     const id = sbx.sandboxId;
     try {
       await sbx.files.write('/home/user/www/index.html', 'served after a resume');
-      await sbx.commands.run('cd /home/user/www && python3 -m http.server 8080', {
+      const server = await sbx.commands.run('cd /home/user/www && python3 -m http.server 8080', {
         background: true,
         timeoutMs: 0,
       });
       const host = sbx.getHost(8080);
       expect(host).toBe(`8080-${id}.${DOMAIN}`);
       await eventually(async () => expect((await getViaHost(host, '/index.html')).status).toBe(200));
+      // The command's output stream is traffic too: closed, so that only the request below wakes it.
+      await server.disconnect();
       await sbx.pause();
       expect(await state(id)).toBe('paused');
       // The first request waits for the resume and is forwarded.
