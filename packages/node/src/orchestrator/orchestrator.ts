@@ -14,7 +14,7 @@ import { MemoryPressure, type MemoryFigures } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
 import { PauseUploads } from './pause-upload.js';
-import type { SandboxRecord } from './record.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
 import { Resumer } from './resume.js';
@@ -92,7 +92,7 @@ export class Orchestrator {
     this.killer = new Killer(core);
     this.settings = new Settings(core);
     this.expiry = new Expiry(core, {
-      pause: (id, r) => this.pause(id, r),
+      pause: (id, r, kind) => this.pause(id, r, kind),
       kill: (id, r) => this.kill(id, r),
     });
     this.idle = new IdleFreezer(core, deps.config.orchestrator.idleFreezeSecs * 1000);
@@ -197,9 +197,10 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  async pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+  /** `filesystem` keeps the writable layer only: the resume cold-boots. */
+  async pause(id: string, reason: LifecycleReason = 'request', kind: PauseKind = 'memory'): Promise<void> {
     await this.idle.wake(id);
-    return this.pauser.pause(id, reason);
+    return this.pauser.pause(id, reason, kind);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */

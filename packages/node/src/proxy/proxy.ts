@@ -85,6 +85,11 @@ export class SandboxProxy {
         throw route.native
           ? new DomainError('gone', `sandbox ${rec.sandboxId} is paused`)
           : sandboxNotFound(rec.sandboxId);
+      // A cold boot loses what ran inside: only an explicit connect or resume may do it.
+      if (rec.pauseKind === 'filesystem')
+        throw route.native
+          ? new DomainError('conflict', 'filesystem-only snapshot must be resumed explicitly')
+          : sandboxNotFound(rec.sandboxId);
       const id = rec.sandboxId;
       // One paused for memory keeps its end time; autoResume gives AUTO_RESUME_SECS.
       await (

@@ -228,6 +228,7 @@ export function createInput(over: Partial<CreateSandboxInput> = {}): CreateSandb
     metadata: {},
     envVars: {},
     autoPause: true,
+    autoPauseMemory: true,
     autoResume: false,
     secure: false,
     egress: { allowInternet: true, allowOut: [], denyOut: [] },
