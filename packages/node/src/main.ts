@@ -1,4 +1,5 @@
 import { mkdirSync, readFileSync } from 'node:fs';
+import { totalmem } from 'node:os';
 import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
@@ -130,6 +131,7 @@ async function main(): Promise<void> {
   const metrics = new NodeMetrics({
     sandboxCounts: () => orchestrator.counts(),
     poolSizes: () => ({ network: network.stats().pooled, ...pool.sizes() }),
+    memory: () => orchestrator.memoryFigures(),
   });
   const schedulerUrl = config.cluster.schedulerUrl;
   const chunks = await startChunkExchange({
@@ -168,6 +170,7 @@ async function main(): Promise<void> {
       event: () => {},
     }),
     pool,
+    memory: { host: procMeminfo, totalBytes: totalmem() },
   });
   const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
   const usageSampler = new MetricsSampler({
@@ -221,6 +224,9 @@ async function main(): Promise<void> {
   usageSampler.start();
   undoStartup.length = 0;
   orchestrator.startTtlLoop();
+  orchestrator.startMemoryWatch();
+  orchestrator.startIdleLoop();
+  orchestrator.startMemoryWatch();
   // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
   // first start builds it (minutes); a failed build still joins, and creates retry it.
   void base

@@ -20,6 +20,7 @@ export const CreateSandboxBody = Type.Object(
     metadata: Type.Optional(StringMap),
     envVars: Type.Optional(StringMap),
     autoPause: Type.Optional(Type.Boolean()),
+    autoPauseMemory: Type.Optional(Type.Boolean()),
     autoResume: Type.Optional(Type.Object({ enabled: Type.Boolean() }, { additionalProperties: true })),
     secure: Type.Optional(Type.Boolean()),
     allow_internet_access: Type.Optional(Type.Boolean()),
@@ -37,10 +38,19 @@ export const CreateSandboxBody = Type.Object(
 );
 
 export const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0, maximum: 2_592_000 }) });
+/** connect/resume; `memory: false` resumes a paused sandbox by a cold boot (SDK onResume 'reboot'). */
 export const OptionalTimeoutBody = Type.Object(
-  { timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000 })) },
+  {
+    timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000 })),
+    memory: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: true },
 );
+/** POST /sandboxes/{id}/pause; `memory: false` keeps the filesystem only. The body is optional. */
+export const PauseBody = Type.Union([
+  Type.Object({ memory: Type.Optional(Type.Boolean()) }, { additionalProperties: true }),
+  Type.Null(),
+]);
 export const RefreshBody = Type.Object({
   duration: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
 });

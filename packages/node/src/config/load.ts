@@ -43,7 +43,14 @@ export function defaults(env: Env): NodeConfig {
     homePath: root ? '/var/lib/aenv' : path.join(homedir(), '.local/share/aenv'),
     runtimePath: '/run/aenv',
     runtime: { driver: 'gvisor', virtualizationMode: 'kvm' },
-    orchestrator: { defaultSandboxTimeoutSecs: 300, maxSandboxes: 1000, maxConcurrentStarts: 16 },
+    orchestrator: {
+      defaultSandboxTimeoutSecs: 300,
+      maxSandboxes: 1000,
+      maxConcurrentStarts: 16,
+      memoryOvercommit: 4,
+      memoryLimitMb: 0,
+      idleFreezeSecs: 10,
+    },
     fork: { maxChildren: 16 },
     pool: { size: 2 },
     sandboxProxy: { domains: [] },
@@ -105,6 +112,10 @@ export function envOverrides(env: Env): Json {
   }
   if (env.AENV_POOL_SIZE) set(['pool', 'size'], Number(env.AENV_POOL_SIZE));
   if (env.AENV_MAX_SANDBOXES) set(['orchestrator', 'maxSandboxes'], Number(env.AENV_MAX_SANDBOXES));
+  if (env.AENV_MEMORY_OVERCOMMIT)
+    set(['orchestrator', 'memoryOvercommit'], Number(env.AENV_MEMORY_OVERCOMMIT));
+  if (env.AENV_MEMORY_LIMIT_MB) set(['orchestrator', 'memoryLimitMb'], Number(env.AENV_MEMORY_LIMIT_MB));
+  if (env.AENV_IDLE_FREEZE_SECS) set(['orchestrator', 'idleFreezeSecs'], Number(env.AENV_IDLE_FREEZE_SECS));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_VOLUMES_PATH) set(['volumes', 'path'], env.AENV_VOLUMES_PATH);
   if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));

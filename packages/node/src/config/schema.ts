@@ -24,6 +24,12 @@ export const NodeConfigSchema = Type.Object({
     defaultSandboxTimeoutSecs: Type.Integer({ minimum: 1, maximum: 86_400 * 30 }),
     maxSandboxes: Type.Integer({ minimum: 1 }),
     maxConcurrentStarts: Type.Integer({ minimum: 1 }),
+    /** Nominal sandbox memory (their memoryMB) may reach this many times host memory. */
+    memoryOvercommit: Type.Number({ minimum: 1, maximum: 100 }),
+    /** Measured sandbox memory beyond which idle sandboxes are paused; 0: host memory only. */
+    memoryLimitMb: Type.Integer({ minimum: 0 }),
+    /** A running sandbox without traffic, calls or open commands this long is frozen; 0: never. */
+    idleFreezeSecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
   }),
   fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
   pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),

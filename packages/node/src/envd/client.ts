@@ -45,7 +45,12 @@ export interface ExecRequest {
   readonly detach?: boolean;
   /** Longest silence on the stream (envd pings every 30 s while the command runs). */
   readonly timeoutMs?: number;
+  /** The sandbox's envd access token, when it has one. */
+  readonly token?: string;
 }
+
+const tokenHeader = (token: string | undefined): Record<string, string> =>
+  token ? { 'x-access-token': token } : {};
 
 const basic = (user: string) => `Basic ${Buffer.from(`${user}:`).toString('base64')}`;
 const decoder = new TextDecoder();
@@ -100,7 +105,7 @@ export class EnvdClient {
     const r = await this.call('POST', '/init', {
       headers: {
         'content-type': 'application/json',
-        ...(currentToken ? { 'x-access-token': currentToken } : {}),
+        ...tokenHeader(currentToken),
       },
       body: Buffer.from(JSON.stringify(init)),
     });
@@ -109,7 +114,7 @@ export class EnvdClient {
   }
 
   async metrics(token?: string): Promise<EnvdMetrics> {
-    const r = await this.call('GET', '/metrics', { headers: token ? { 'x-access-token': token } : {} });
+    const r = await this.call('GET', '/metrics', { headers: tokenHeader(token) });
     if (r.status !== 200) throw new Error(`envd /metrics answered ${r.status}: ${r.body.toString()}`);
     return JSON.parse(r.body.toString()) as EnvdMetrics;
   }
@@ -126,7 +131,9 @@ export class EnvdClient {
           ...(r.cwd ? { cwd: r.cwd } : {}),
         },
       },
-      { headers: { authorization: basic(r.user), 'keepalive-ping-interval': '30' } },
+      {
+        headers: { authorization: basic(r.user), 'keepalive-ping-interval': '30', ...tokenHeader(r.token) },
+      },
     );
     let exitCode = -1;
     for await (const { event } of stream) {
@@ -141,9 +148,9 @@ export class EnvdClient {
   }
 
   /** Writes a file (parents created, owned by `user`). */
-  async writeFile(path: string, data: Buffer, user: string): Promise<void> {
+  async writeFile(path: string, data: Buffer, user: string, token?: string): Promise<void> {
     const r = await this.call('POST', `/files?${fileQuery(path, user)}`, {
-      headers: { 'content-type': 'application/octet-stream' },
+      headers: { 'content-type': 'application/octet-stream', ...tokenHeader(token) },
       body: data,
       timeoutMs: 60_000,
     });
@@ -151,8 +158,11 @@ export class EnvdClient {
   }
 
   /** A file's bytes, or undefined when it does not exist. */
-  async readFile(path: string, user = 'root'): Promise<Buffer | undefined> {
-    const r = await this.call('GET', `/files?${fileQuery(path, user)}`, { timeoutMs: 30_000 });
+  async readFile(path: string, user = 'root', token?: string): Promise<Buffer | undefined> {
+    const r = await this.call('GET', `/files?${fileQuery(path, user)}`, {
+      timeoutMs: 30_000,
+      headers: tokenHeader(token),
+    });
     if (r.status === 404) return undefined;
     if (r.status !== 200) throw new Error(`envd reading ${path}: HTTP ${r.status} ${r.body.toString()}`);
     return r.body;

@@ -1,5 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { LifecycleEvent, LifecycleObserver, SandboxState } from '../orchestrator/index.js';
+import type {
+  LifecycleEvent,
+  LifecycleObserver,
+  MemoryFigures,
+  SandboxState,
+} from '../orchestrator/index.js';
 
 /** The node's Prometheus metrics (GET /metrics). */
 export class NodeMetrics implements LifecycleObserver {
@@ -35,6 +40,7 @@ export class NodeMetrics implements LifecycleObserver {
   constructor(sources: {
     sandboxCounts: () => Record<SandboxState, number>;
     poolSizes: () => Record<string, number>;
+    memory?: () => MemoryFigures | undefined;
   }) {
     collectDefaultMetrics({ register: this.registry, prefix: 'aenv_node_' });
     new Gauge({
@@ -53,6 +59,21 @@ export class NodeMetrics implements LifecycleObserver {
       registers: [this.registry],
       collect() {
         for (const [pool, n] of Object.entries(sources.poolSizes())) this.set({ pool }, n);
+      },
+    });
+    new Gauge({
+      name: 'aenv_memory_bytes',
+      help: 'Sandbox memory: nominal (memoryMB), measured (working sets), free (for new sandboxes), host total, limit',
+      labelNames: ['kind'] as const,
+      registers: [this.registry],
+      collect() {
+        const f = sources.memory?.();
+        if (!f) return;
+        for (const kind of ['nominal', 'measured', 'free', 'hostTotal', 'limit'] as const) {
+          const v = f[kind];
+          if (v !== undefined && Number.isFinite(v))
+            this.set({ kind: kind === 'hostTotal' ? 'host_total' : kind }, v);
+        }
       },
     });
   }

@@ -1,5 +1,5 @@
 import { DomainError } from '@agentenv/common';
-import type { Resources } from '../runtime/index.js';
+import type { ReleasingSandbox, Resources } from '../runtime/index.js';
 
 /** A sandbox about to start on this node: a create, a fork's child or a resume. */
 export interface AdmissionRequest {
@@ -16,6 +16,9 @@ export interface NodeLoad {
   readonly starting: number;
   /** Memory (MiB) asked for by the starts in flight: reserved until they finish. */
   readonly startingMemoryMB: number;
+  /** Sandboxes stopped whose host resources are still being reclaimed: they hold them until then. */
+  readonly releasing: number;
+  readonly releasingMemoryMB: number;
 }
 
 /**
@@ -43,12 +46,22 @@ export class Admission {
   constructor(
     private readonly measures: readonly AdmissionMeasure[],
     private readonly liveCount: () => number,
+    private readonly releasing: () => readonly ReleasingSandbox[] = () => [],
   ) {}
 
   load(): NodeLoad {
     let memory = 0;
     for (const r of this.inFlight) memory += r.resources?.memoryMB ?? 0;
-    return { live: this.liveCount(), starting: this.inFlight.size, startingMemoryMB: memory };
+    const releasing = this.releasing();
+    let releasingMemory = 0;
+    for (const r of releasing) releasingMemory += r.resources?.memoryMB ?? 0;
+    return {
+      live: this.liveCount(),
+      starting: this.inFlight.size,
+      startingMemoryMB: memory,
+      releasing: releasing.length,
+      releasingMemoryMB: releasingMemory,
+    };
   }
 
   /** Admits `req` or throws the first measure's refusal. */
@@ -81,12 +94,12 @@ export function notWhileStopping(stopping: () => boolean): AdmissionMeasure {
   };
 }
 
-/** At most `max` sandboxes live or starting. */
+/** At most `max` sandboxes live, starting or still releasing what they held. */
 export function maxSandboxes(max: number): AdmissionMeasure {
   return {
     name: 'max_sandboxes',
     refuse: (_req, load) =>
-      load.live + load.starting >= max
+      load.live + load.starting + load.releasing >= max
         ? new DomainError('capacity', `this node runs its maximum of ${max} sandboxes`, 5)
         : undefined,
   };

@@ -71,6 +71,7 @@ export class Capturer {
         metadata: parent.metadata,
         envVars: parent.envVars,
         autoPause: parent.autoPause,
+        autoPauseMemory: parent.autoPauseMemory ?? true,
         autoResume: parent.autoResume,
         secure: parent.secure,
         egress: parent.egress,

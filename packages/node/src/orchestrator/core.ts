@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { conflict, DomainError, isFault, notFound, withContext } from '@agentenv/common';
+import type { UsageSample } from '../metrics/index.js';
 import type { NodeConfig } from '../config/index.js';
 import type { EnvdConnector } from '../envd/index.js';
 import type { NetSlot } from '../network/index.js';
@@ -13,6 +14,7 @@ import type { SandboxRecord } from './record.js';
 import { SandboxLogs } from './sandbox-logs.js';
 import type {
   CaptureDirs,
+  HostMemory,
   PauseRepository,
   SandboxRecordStore,
   SlotProvider,
@@ -42,6 +44,8 @@ export interface OrchestratorDeps {
   clock?: Clock;
   /** Reasons to refuse a start besides the configured limits (measured memory, …). */
   admission?: readonly AdmissionMeasure[];
+  /** The host's memory: with it, admission counts measured memory and pressure pauses idle sandboxes. */
+  memory?: { host: HostMemory; totalBytes: number };
 }
 
 /** How a call treats the end time of a running sandbox: `set` may shorten it, `extend` not. */
@@ -51,6 +55,8 @@ export type EndTimeMode = 'extend' | 'set';
 export interface Live {
   handle: SandboxHandle;
   slot: NetSlot;
+  /** Its newest usage sample, reported again (without CPU) while it is frozen. */
+  lastUsage?: UsageSample;
 }
 
 /**

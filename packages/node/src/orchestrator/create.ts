@@ -16,6 +16,8 @@ export interface CreateSandboxInput {
   metadata: Record<string, string>;
   envVars: Record<string, string>;
   autoPause: boolean;
+  /** The TTL pause keeps memory (true) or the filesystem only (false). */
+  autoPauseMemory: boolean;
   autoResume: boolean;
   secure: boolean;
   egress: EgressRules;
@@ -75,7 +77,9 @@ export class Creator {
       const taken: Partial<Live> = {};
       try {
         const { handle, slot } = await this.startInSlot(template, input, rec, from.pool, taken);
-        await d.envd(slot.hostAddress, handle.envdPort).init(this.initFor(template, rec), template.envdToken);
+        await d
+          .envd(slot.hostAddress, handle.envdPort)
+          .init(initFor(template, rec, clock.now()), template.envdToken);
         this.core.live.set(id, { handle, slot });
         const running: SandboxRecord = { ...rec, state: 'running', handle };
         if (!d.store.compareAndSet(running, 'creating'))
@@ -160,6 +164,7 @@ export class Creator {
       metadata: input.metadata,
       envVars: input.envVars,
       autoPause: input.autoPause,
+      ...(input.autoPauseMemory ? {} : { autoPauseMemory: false }),
       autoResume: input.autoResume,
       secure: input.secure,
       ...(input.secure ? { envdAccessToken: envdAccessToken(nodeSecret, id) } : {}),
@@ -170,25 +175,25 @@ export class Creator {
       ...(shownMounts ? { volumeMounts: shownMounts } : {}),
     };
   }
+}
 
-  /** What envd is told at /init: the sandbox's ids, tokens, variables and defaults. */
-  private initFor(template: ResolvedTemplate, rec: SandboxRecord): EnvdInit {
-    return {
-      envVars: {
-        ...template.sandboxDefaults?.envVars,
-        ...rec.envVars,
-        E2B_SANDBOX: 'true',
-        E2B_SANDBOX_ID: rec.sandboxId,
-        E2B_TEMPLATE_ID: rec.templateId,
-      },
-      // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
-      accessToken: rec.envdAccessToken ?? '',
-      // Absent for snapshots and forks: envd's state is in the capture, so they keep the
-      // default user their source had.
-      ...initDefaults(template.sandboxDefaults),
-      timestamp: isoTime(this.core.clock.now()),
-    };
-  }
+/** What envd is told at /init: the sandbox's ids, tokens, variables and defaults. */
+export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: number): EnvdInit {
+  return {
+    envVars: {
+      ...template.sandboxDefaults?.envVars,
+      ...rec.envVars,
+      E2B_SANDBOX: 'true',
+      E2B_SANDBOX_ID: rec.sandboxId,
+      E2B_TEMPLATE_ID: rec.templateId,
+    },
+    // Empty clears a token a snapshot's source had, for a sandbox that is not secure.
+    accessToken: rec.envdAccessToken ?? '',
+    // Absent for snapshots and forks: envd's state is in the capture, so they keep the
+    // default user their source had.
+    ...initDefaults(template.sandboxDefaults),
+    timestamp: isoTime(now),
+  };
 }
 
 function volumeMountsOf(input: CreateSandboxInput) {

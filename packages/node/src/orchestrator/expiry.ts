@@ -1,15 +1,22 @@
 import type { SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
-import type { SandboxRecord } from './record.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 
 /** Whether a sandbox's end time has passed: only running sandboxes expire (paused ones live on). */
 export function hasExpired(rec: SandboxRecord, now: number): boolean {
   return rec.state === 'running' && Date.parse(rec.endAt) <= now;
 }
 
-/** What expiry does to a sandbox: pause it (autoPause, the default) or kill it. */
+/** What expiry does to a sandbox: pause it (autoPause, the default; without memory when asked) or kill it. */
+export type ExpiryAction = 'kill' | { pause: PauseKind };
+
+export function expiryAction(rec: SandboxRecord): ExpiryAction {
+  if (!rec.autoPause) return 'kill';
+  return { pause: rec.autoPauseMemory === false ? 'filesystem' : 'memory' };
+}
+
 export interface ExpiryActions {
-  pause(id: string, reason: LifecycleReason): Promise<void>;
+  pause(id: string, reason: LifecycleReason, kind: PauseKind): Promise<void>;
   kill(id: string, reason: LifecycleReason): Promise<void>;
 }
 
@@ -35,9 +42,10 @@ export class Expiry {
       const id = rec.sandboxId;
       if (background.pending(id).some((t) => t.name === EXPIRE_TASK)) continue;
       void background.run(EXPIRE_TASK, id, async () => {
-        if (rec.autoPause) await this.act.pause(id, 'timeout');
-        else await this.act.kill(id, 'timeout');
-        d.logger.info({ sandboxId: id }, rec.autoPause ? 'ttl paused' : 'ttl killed');
+        const action = expiryAction(rec);
+        if (action === 'kill') await this.act.kill(id, 'timeout');
+        else await this.act.pause(id, 'timeout', action.pause);
+        d.logger.info({ sandboxId: id, action }, action === 'kill' ? 'ttl killed' : 'ttl paused');
       });
     }
   }

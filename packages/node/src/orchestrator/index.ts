@@ -32,6 +32,14 @@ export { BackgroundWork, type BackgroundTask } from './background.js';
 export { hasExpired } from './expiry.js';
 export { recoveryOf } from './recovery.js';
 export { procMeminfo } from './host-memory.js';
+export {
+  choosePressurePauses,
+  memoryRefusal,
+  pressureExcess,
+  PRESSURE_MIN_IDLE_MS,
+  type MemoryFigures,
+  type PauseCandidate,
+} from './memory-pressure.js';
 export type {
   BootSpec,
   CaptureDirs,

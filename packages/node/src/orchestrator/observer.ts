@@ -24,7 +24,9 @@ export type LifecycleReason =
   /** The runtime reported that it died. */
   | 'runtime_exit'
   /** The node restarted after a crash. */
-  | 'node_restart';
+  | 'node_restart'
+  /** Host memory ran short and it was idle (paused), or a request reached it paused so (resumed). */
+  | 'memory_pressure';
 
 export interface LifecycleEvent {
   readonly type: LifecycleEventType;

@@ -8,11 +8,13 @@ import { SandboxCore, type EndTimeMode, type OrchestratorDeps } from './core.js'
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { Expiry } from './expiry.js';
+import { IdleFreezer } from './idle.js';
 import { Killer } from './kill.js';
+import { MemoryPressure, type MemoryFigures } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
 import { Pauser } from './pause.js';
 import { PauseUploads } from './pause-upload.js';
-import type { SandboxRecord } from './record.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
 import { Resumer } from './resume.js';
@@ -46,20 +48,41 @@ export class Orchestrator {
   private readonly killer: Killer;
   private readonly settings: Settings;
   private readonly expiry: Expiry;
+  private readonly memory: MemoryPressure | undefined;
+  private readonly idle: IdleFreezer;
   private readonly offExit: () => void;
   private stopping = false;
 
   constructor(deps: OrchestratorDeps) {
     const core = (this.core = new SandboxCore(deps));
-    const { maxSandboxes: max, maxConcurrentStarts } = deps.config.orchestrator;
+    const {
+      maxSandboxes: max,
+      maxConcurrentStarts,
+      memoryOvercommit,
+      memoryLimitMb,
+    } = deps.config.orchestrator;
+    this.memory =
+      deps.memory &&
+      new MemoryPressure(
+        core,
+        deps.memory.host,
+        deps.memory.totalBytes,
+        { overcommit: memoryOvercommit, ...(memoryLimitMb ? { limitBytes: memoryLimitMb * 2 ** 20 } : {}) },
+        {
+          pause: (id) => this.pause(id, 'memory_pressure'),
+          resume: (id, secs) => this.connect(id, secs, 'extend', 'memory_pressure'),
+        },
+      );
     this.admission = new Admission(
       [
         notWhileStopping(() => this.stopping),
         maxSandboxes(max),
         maxStartsInFlight(maxConcurrentStarts * QUEUED_STARTS_PER_SLOT),
+        ...(this.memory ? [this.memory.measure()] : []),
         ...(deps.admission ?? []),
       ],
       () => core.live.size,
+      () => deps.driver.releasing(),
     );
     this.creator = new Creator(core, this.admission);
     this.uploads = new PauseUploads(core);
@@ -69,9 +92,10 @@ export class Orchestrator {
     this.killer = new Killer(core);
     this.settings = new Settings(core);
     this.expiry = new Expiry(core, {
-      pause: (id, r) => this.pause(id, r),
+      pause: (id, r, kind) => this.pause(id, r, kind),
       kill: (id, r) => this.kill(id, r),
     });
+    this.idle = new IdleFreezer(core, deps.config.orchestrator.idleFreezeSecs * 1000);
     this.offExit = new Exits(core).listen();
   }
 
@@ -86,6 +110,14 @@ export class Orchestrator {
   /** What clients are doing in each sandbox (the proxy reports its requests here). */
   get activity(): ActivityTracker {
     return this.core.activity;
+  }
+
+  /**
+   * Before traffic reaches a sandbox (the proxy calls it): counts as use, and thaws the sandbox
+   * when it was frozen for idleness.
+   */
+  wake(id: string): Promise<void> {
+    return this.idle.wake(id);
   }
 
   // ---- queries ----
@@ -120,13 +152,28 @@ export class Orchestrator {
     const rec = this.get(id);
     const live = this.core.live.get(id);
     if (rec.state !== 'running' || !live) return undefined;
+    // A frozen sandbox's envd cannot answer, and sampling it must not wake it: it uses no CPU and
+    // holds the memory and disk it had.
+    if (this.idle.isFrozen(id)) {
+      const ts = Math.floor(this.core.clock.now() / 1000);
+      return live.lastUsage && { ...live.lastUsage, cpuUsedPct: 0, ts };
+    }
     const { envd, driver } = this.core.d;
     const [raw, stats] = await Promise.all([
       envd(live.slot.hostAddress, live.handle.envdPort).metrics(rec.envdAccessToken),
-      driver.stats(live.handle).catch(() => undefined),
+      driver.stats(live.handle).then(
+        (s) => (this.memory?.record(id, s.workingSetBytes), s),
+        () => undefined,
+      ),
     ]);
     const ts = Math.floor(this.core.clock.now() / 1000);
-    return { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
+    live.lastUsage = { ...sandboxUsage(raw, rec, stats?.diskBytes ?? null), ts };
+    return live.lastUsage;
+  }
+
+  /** Nominal, measured and free memory; undefined when the node was not given the host's memory. */
+  memoryFigures(): MemoryFigures | undefined {
+    return this.memory?.figures();
   }
 
   /** Waits for any operation under way on the sandbox. */
@@ -150,25 +197,30 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  pause(id: string, reason: LifecycleReason = 'request'): Promise<void> {
-    return this.pauser.pause(id, reason);
+  /** `filesystem` keeps the writable layer only: the resume cold-boots. */
+  async pause(id: string, reason: LifecycleReason = 'request', kind: PauseKind = 'memory'): Promise<void> {
+    await this.idle.wake(id);
+    return this.pauser.pause(id, reason, kind);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
-  connect(
+  async connect(
     id: string,
     timeoutSecs: number,
     mode: EndTimeMode = 'extend',
     reason: LifecycleReason = 'request',
   ): Promise<boolean> {
+    await this.idle.wake(id);
     return this.resumer.connect(id, timeoutSecs, mode, reason);
   }
 
-  snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+    await this.ready(id);
     return this.capturer.snapshot(id, name);
   }
 
-  fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+  async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
+    await this.ready(id);
     return this.capturer.fork(id, count, timeoutSecs);
   }
 
@@ -177,16 +229,19 @@ export class Orchestrator {
   }
 
   /** POST /timeout: end = now + secs, which may shorten it. */
-  setTimeout(id: string, secs: number): Promise<void> {
+  async setTimeout(id: string, secs: number): Promise<void> {
+    await this.ready(id);
     return this.settings.endTime(id, secs, 'set');
   }
 
   /** POST /refreshes: extend only. */
-  refresh(id: string, secs: number): Promise<void> {
+  async refresh(id: string, secs: number): Promise<void> {
+    await this.ready(id);
     return this.settings.endTime(id, secs, 'extend');
   }
 
-  setNetwork(id: string, egress: EgressRules): Promise<void> {
+  async setNetwork(id: string, egress: EgressRules): Promise<void> {
+    await this.idle.wake(id);
     return this.settings.setNetwork(id, egress);
   }
 
@@ -197,9 +252,34 @@ export class Orchestrator {
     this.expiry.start(intervalMs);
   }
 
+  /** Freezes running sandboxes idle for `[orchestrator] idle_freeze_secs` (idle.ts); 0 turns it off. */
+  startIdleLoop(): void {
+    this.idle.start();
+  }
+
   /** Resolves once the background work started so far (TTL actions, reclaims) has settled. */
   backgroundIdle(sandboxId?: string): Promise<void> {
     return this.core.background.idle(sandboxId);
+  }
+
+  /** Pauses idle sandboxes under host memory pressure (see memory-pressure.ts). */
+  startMemoryWatch(): void {
+    this.memory?.start();
+  }
+
+  /**
+   * Resumes a sandbox paused for memory, as any request to it does (the proxy's, and the calls
+   * below that need it running); false when it was not paused so.
+   */
+  async resumeForMemory(id: string): Promise<boolean> {
+    const rec = this.find(id);
+    return rec !== undefined && this.memory !== undefined && this.memory.wake(rec);
+  }
+
+  /** Before a call that needs the sandbox running: back from a memory pause, then thawed. */
+  private async ready(id: string): Promise<void> {
+    await this.resumeForMemory(id);
+    await this.idle.wake(id);
   }
 
   /** After a restart: see recovery.ts; pause uploads cut short start again. */

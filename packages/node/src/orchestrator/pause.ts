@@ -1,12 +1,14 @@
 import type { SandboxCore } from './core.js';
+import { captureFilesystem } from './fs-pause.js';
 import type { LifecycleReason } from './observer.js';
 import type { PauseUploads } from './pause-upload.js';
-import type { SandboxRecord } from './record.js';
+import type { PauseKind, SandboxRecord } from './record.js';
 
 /**
- * Pause: checkpoint a running sandbox to this node's disk and release its CPU, memory and
- * network slot, then answer. Storing the capture in the shared repository (any node can resume
- * it) and this node's cache runs afterwards in the background (PauseUploads).
+ * Pause: checkpoint a running sandbox to this node's disk (or, filesystem only, capture its
+ * writable layer) and release its CPU, memory and network slot, then answer. Storing the capture
+ * in the shared repository (any node can resume it) and this node's cache runs afterwards in the
+ * background (PauseUploads).
  */
 export class Pauser {
   constructor(
@@ -14,13 +16,17 @@ export class Pauser {
     private readonly uploads: PauseUploads,
   ) {}
 
-  async pause(id: string, reason: LifecycleReason): Promise<void> {
-    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec));
+  async pause(id: string, reason: LifecycleReason, kind: PauseKind = 'memory'): Promise<void> {
+    await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
     this.uploads.start(id);
   }
 
-  private async pauseWork(rec: SandboxRecord): Promise<SandboxRecord> {
+  private async pauseWork(
+    rec: SandboxRecord,
+    reason: LifecycleReason,
+    kind: PauseKind,
+  ): Promise<SandboxRecord> {
     const { d } = this.core;
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
@@ -28,8 +34,14 @@ export class Pauser {
     // and upload it then.
     d.store.update({ ...rec, captureDir: dir, uploadPending: true });
     try {
-      await this.core.drainConnections(rec.sandboxId);
-      await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+      if (kind === 'filesystem') {
+        await captureFilesystem(this.core, rec, live, dir);
+        await this.core.drainConnections(rec.sandboxId);
+        await d.driver.kill(live.handle);
+      } else {
+        await this.core.drainConnections(rec.sandboxId);
+        await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+      }
     } catch (err) {
       d.store.update(rec);
       await d.captures.remove(dir);
@@ -37,9 +49,15 @@ export class Pauser {
     }
     this.core.live.delete(rec.sandboxId);
     await this.core.releaseSlot(live.slot, rec.sandboxId);
-    this.core.logs.add(rec.sandboxId, 'sandbox paused');
-    const { handle: _h, ...rest } = rec;
+    this.core.logs.add(
+      rec.sandboxId,
+      kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',
+    );
+    // The kind travels with the stored pause, so whichever node resumes it knows how.
+    const { handle: _h, pauseKind: _k, ...rest } = rec;
+    const forMemory = reason === 'memory_pressure' ? { pausedForMemory: true } : {};
+    const marked = kind === 'filesystem' ? { pauseKind: kind } : {};
     // pauseId stays: the previous pause, parent of this one once uploaded.
-    return { ...rest, state: 'paused', captureDir: dir, uploadPending: true };
+    return { ...rest, state: 'paused', ...forMemory, ...marked, captureDir: dir, uploadPending: true };
   }
 }

@@ -28,6 +28,8 @@ export interface SandboxRecord {
   envVars: Record<string, string>;
   /** TTL expiry pauses (true) or kills (false). */
   autoPause: boolean;
+  /** false: the TTL pause keeps the filesystem only (absent: memory too). */
+  autoPauseMemory?: boolean;
   /** Proxy traffic to a paused sandbox resumes it. */
   autoResume: boolean;
   secure: boolean;
@@ -53,7 +55,14 @@ export interface SandboxRecord {
    * is then the previous pause. Kept across restarts so the upload is started again.
    */
   uploadPending?: boolean;
+  /** Paused to relieve host memory pressure: its next request resumes it, whatever autoResume. */
+  pausedForMemory?: boolean;
+  /** While paused: 'filesystem' when only the writable layer was kept (resume cold-boots). */
+  pauseKind?: PauseKind;
 }
+
+/** What a pause keeps: memory and filesystem (restored as it was), or the filesystem only. */
+export type PauseKind = 'memory' | 'filesystem';
 
 /** A stored record this node cannot read: written by a newer node, or damaged. */
 export class SandboxRecordError extends DomainError {

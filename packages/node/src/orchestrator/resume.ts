@@ -3,6 +3,7 @@ import type { Capture, Resources } from '../runtime/index.js';
 import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
+import { restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
 
 /**
@@ -88,7 +89,7 @@ export class Resumer {
     this.core.logs.add(rec.sandboxId, 'sandbox resumed');
     this.core.activity.touch(rec.sandboxId);
     // An upload still running for the pause finds the sandbox running and drops what it stored.
-    const { captureDir: _c, uploadPending: _u, ...rest } = rec;
+    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, pauseKind: _k, ...rest } = rec;
     return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
   }
 
@@ -98,6 +99,7 @@ export class Resumer {
     rec: SandboxRecord,
     resources: Resources,
   ): Promise<Live> {
+    if (rec.pauseKind === 'filesystem') return restoreFilesystem(this.core, capture, rec, resources);
     const { d } = this.core;
     const slot = await d.slots.acquire(rec.egress);
     try {

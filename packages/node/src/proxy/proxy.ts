@@ -23,7 +23,10 @@ import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 const AUTO_RESUME_SECS = 300;
 
 /** What the proxy needs of the orchestrator. */
-export type ProxyTargets = Pick<Orchestrator, 'find' | 'settled' | 'connect' | 'target' | 'activity'>;
+export type ProxyTargets = Pick<
+  Orchestrator,
+  'find' | 'settled' | 'connect' | 'resumeForMemory' | 'target' | 'activity' | 'wake'
+>;
 
 /**
  * E2B's answer for traffic to a sandbox that is unknown, gone or paused without auto-resume
@@ -78,24 +81,33 @@ export class SandboxProxy {
     }
     if (!rec) throw sandboxNotFound(route.sandboxId);
     if (rec.state === 'paused') {
-      if (!rec.autoResume)
+      if (!rec.autoResume && !rec.pausedForMemory)
         throw route.native
           ? new DomainError('gone', `sandbox ${rec.sandboxId} is paused`)
           : sandboxNotFound(rec.sandboxId);
-      await this.orch
-        .connect(rec.sandboxId, AUTO_RESUME_SECS, 'extend', 'auto_resume')
-        .catch((err: unknown) => {
-          // Resumed on another node meanwhile: not here, as for any unknown sandbox.
-          throw err instanceof DomainError && err.kind === 'not_found'
-            ? sandboxNotFound(route.sandboxId)
-            : err;
-        });
+      // A cold boot loses what ran inside: only an explicit connect or resume may do it.
+      if (rec.pauseKind === 'filesystem')
+        throw route.native
+          ? new DomainError('conflict', 'filesystem-only snapshot must be resumed explicitly')
+          : sandboxNotFound(rec.sandboxId);
+      const id = rec.sandboxId;
+      // One paused for memory keeps its end time; autoResume gives AUTO_RESUME_SECS.
+      await (
+        rec.pausedForMemory
+          ? this.orch.resumeForMemory(id)
+          : this.orch.connect(id, AUTO_RESUME_SECS, 'extend', 'auto_resume')
+      ).catch((err: unknown) => {
+        // Resumed on another node meanwhile: not here, as for any unknown sandbox.
+        throw err instanceof DomainError && err.kind === 'not_found' ? sandboxNotFound(route.sandboxId) : err;
+      });
     }
     if (route.port !== ENVD_PORT && rec.trafficAccessToken) {
       const given = headers['e2b-traffic-access-token'];
       if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken))
         throw new DomainError('forbidden', 'missing or invalid traffic access token');
     }
+    // A sandbox frozen for idleness runs again before the request reaches it.
+    await this.orch.wake(rec.sandboxId);
     const target = this.orch.target(rec.sandboxId);
     if (!target) throw sandboxNotFound(route.sandboxId);
     return { address: target.address };

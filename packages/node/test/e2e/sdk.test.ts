@@ -1,8 +1,7 @@
-import { request } from 'node:http';
 import { CommandExitError, Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { api, DOMAIN, PORT, useTestServer } from '@agentenv/test-support/server';
+import { api, DOMAIN, getViaHost, PORT, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer();
 beforeAll(async () => {
@@ -10,19 +9,6 @@ beforeAll(async () => {
   const warm = await Sandbox.create({ timeoutMs: 60_000 });
   await warm.kill();
 });
-
-/** GET through the node's proxy with a `{port}-{id}.{domain}` Host, as a browser would. */
-function getViaHost(host: string, path = '/'): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: PORT, path, headers: { host } }, (res) => {
-      let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 describe('the E2B SDK against aenv-server', () => {
   it('creates a base sandbox and uses commands, files and a pty in it', async () => {

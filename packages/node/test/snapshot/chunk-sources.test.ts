@@ -75,7 +75,7 @@ describe('chunk sources when materialising', () => {
   });
 
   it('checks what a source gives against the hash and uses the repository instead', async () => {
-    const { store, cache, second, digest } = await setup();
+    const { store, second, digest } = await setup();
     const c = counting();
     store.setChunkSources([source('liar', (_, bytes) => Buffer.alloc(bytes, 1))], c.observer);
     const out = await store.materialize(second.snapshotId, join(await fx.scratch('out-liar'), 'capture'));
@@ -85,7 +85,7 @@ describe('chunk sources when materialising', () => {
   });
 
   it('a source that has nothing or throws costs nothing but the repository read', async () => {
-    const { store, cache, second, digest } = await setup();
+    const { store, second, digest } = await setup();
     const c = counting();
     const broken: ChunkSource = { name: 'broken', begin: () => Promise.reject(new Error('down')) };
     store.setChunkSources([broken, source('empty', () => null)], c.observer);

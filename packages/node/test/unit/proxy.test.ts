@@ -139,6 +139,20 @@ describe('sandbox proxy', () => {
     for (const x of [a, b, id]) await node.orchestrator.kill(x);
   });
 
+  it('does not wake a filesystem-only pause, even with autoResume: a cold boot must be asked for', async () => {
+    const id = await sandbox({ autoResume: true });
+    await node.orchestrator.pause(id);
+    // The proxy reads only the kind recorded with the pause; how it is taken is the orchestrator's.
+    node.store.update({ ...node.orchestrator.get(id), pauseKind: 'filesystem' });
+    expect((await call(id)).json).toEqual({ sandboxId: id, message: 'The sandbox was not found', code: 502 });
+    expect(await call(id, { path: `/proxy/${id}/${sandboxPort}/x` })).toMatchObject({
+      status: 409,
+      json: { code: 409, message: 'filesystem-only snapshot must be resumed explicitly' },
+    });
+    expect(node.orchestrator.get(id).state).toBe('paused');
+    await node.orchestrator.kill(id);
+  });
+
   it('needs the traffic token on other ports of a private sandbox', async () => {
     const id = await sandbox({ allowPublicTraffic: false });
     const token = node.orchestrator.get(id).trafficAccessToken!;

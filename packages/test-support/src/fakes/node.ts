@@ -30,6 +30,8 @@ export interface FakeNodeOptions {
   clock?: FakeClock;
   maxSandboxes?: number;
   maxConcurrentStarts?: number;
+  /** `[orchestrator] idle_freeze_secs` (the default config's unless given; 0: off). */
+  idleFreezeSecs?: number;
   /** Warm sandboxes per template (0: off, the default here). */
   poolSize?: number;
   forkMaxChildren?: number;
@@ -39,6 +41,9 @@ export interface FakeNodeOptions {
   hostAddress?: string;
   /** What the host reports as available memory (bytes), for the warm pool. */
   memoryBytes?: number;
+  /** The host's total memory: given, admission counts measured memory and pressure pauses. */
+  hostMemoryBytes?: number;
+  memoryLimitMb?: number;
   /** Extra admission measures. */
   admission?: readonly AdmissionMeasure[];
 }
@@ -159,6 +164,7 @@ export class FakeNode {
       pool: this.pool,
       clock: this.clock,
       ...(opts.admission ? { admission: opts.admission } : {}),
+      ...(opts.hostMemoryBytes ? { memory: { host: this.memory, totalBytes: opts.hostMemoryBytes } } : {}),
     });
   }
 
@@ -222,6 +228,7 @@ export function createInput(over: Partial<CreateSandboxInput> = {}): CreateSandb
     metadata: {},
     envVars: {},
     autoPause: true,
+    autoPauseMemory: true,
     autoResume: false,
     secure: false,
     egress: { allowInternet: true, allowOut: [], denyOut: [] },
@@ -239,6 +246,8 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
       ...c.orchestrator,
       ...(opts.maxSandboxes !== undefined ? { maxSandboxes: opts.maxSandboxes } : {}),
       ...(opts.maxConcurrentStarts !== undefined ? { maxConcurrentStarts: opts.maxConcurrentStarts } : {}),
+      ...(opts.memoryLimitMb !== undefined ? { memoryLimitMb: opts.memoryLimitMb } : {}),
+      ...(opts.idleFreezeSecs !== undefined ? { idleFreezeSecs: opts.idleFreezeSecs } : {}),
     },
     pool: { size: opts.poolSize ?? 0 },
     fork: { maxChildren: opts.forkMaxChildren ?? c.fork.maxChildren },

@@ -1,2 +1,3 @@
 export * from './server-fixture.js';
 export * from './records.js';
+export * from './via-host.js';

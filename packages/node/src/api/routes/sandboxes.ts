@@ -28,10 +28,12 @@ import {
   MetricsQuery,
   NetworkUpdateBody,
   OptionalTimeoutBody,
+  PauseBody,
   RefreshBody,
   SandboxParams,
   TimeoutBody,
 } from '../schemas.js';
+import { parseLifecycle } from '../lifecycle.js';
 import { detailBody, listedBody, sandboxBody } from '../serialize.js';
 import type { VolumeMounts } from '../../volumes/index.js';
 
@@ -75,8 +77,7 @@ export function createInput(
     timeoutSecs: body.timeout ?? defaultTimeoutSecs,
     metadata: body.metadata ?? {},
     envVars: body.envVars ?? {},
-    autoPause: body.autoPause ?? true,
-    autoResume: body.autoResume?.enabled ?? false,
+    ...parseLifecycle(body),
     secure: alwaysSecure || (body.secure ?? false),
     egress,
     allowPublicTraffic: body.network?.allowPublicTraffic ?? true,
@@ -143,13 +144,17 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     },
   );
 
-  app.post('/sandboxes/:sandboxID/pause', { schema: { params: SandboxParams } }, async (req, reply) => {
-    const rec = orch.get(req.params.sandboxID);
-    if (rec.state === 'paused')
-      throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already paused`);
-    await orch.pause(req.params.sandboxID);
-    return reply.status(204).send();
-  });
+  app.post(
+    '/sandboxes/:sandboxID/pause',
+    { schema: { params: SandboxParams, body: PauseBody } },
+    async (req, reply) => {
+      const rec = orch.get(req.params.sandboxID);
+      if (rec.state === 'paused')
+        throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already paused`);
+      await orch.pause(rec.sandboxId, 'request', req.body?.memory === false ? 'filesystem' : 'memory');
+      return reply.status(204).send();
+    },
+  );
 
   const connect =
     (mode: 'extend' | 'set') =>

@@ -34,6 +34,9 @@ export function nodeStatusBody(opts: Omit<SystemRoutesOptions, 'metrics'>) {
   const counts = opts.orchestrator.counts();
   const records = opts.orchestrator.list();
   const alloc = records.filter((r) => r.state !== 'paused');
+  const memory = opts.orchestrator.memoryFigures();
+  const mib = (bytes: number | undefined) =>
+    bytes === undefined || !Number.isFinite(bytes) ? null : Math.round(bytes / 2 ** 20);
   return {
     nodeID: opts.config.nodeIdentity.nodeId,
     clusterID: opts.config.nodeIdentity.clusterId,
@@ -48,5 +51,10 @@ export function nodeStatusBody(opts: Omit<SystemRoutesOptions, 'metrics'>) {
     cpuLoad1m: loadavg()[0],
     memoryTotalMiB: Math.round(totalmem() / 2 ** 20),
     memoryUsedMiB: Math.round((totalmem() - freemem()) / 2 ** 20),
+    // Sandboxes' memory as admission counts it (null when the node does not measure it).
+    memoryNominalMiB: mib(memory?.nominal),
+    memoryMeasuredMiB: mib(memory?.measured),
+    memoryFreeMiB: mib(memory?.free),
+    memoryLimitMiB: mib(memory?.limit),
   };
 }

@@ -1,0 +1,159 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { Sandbox } from 'e2b';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
+import { api, DOMAIN, PORT, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
+
+// Frozen after 2 s without use; no warm pool, so the test's sandboxes are the only ones.
+useTestServer({ AENV_IDLE_FREEZE_SECS: '2', AENV_POOL_SIZE: '0' });
+beforeAll(async () => {
+  // The first create waits for the base template (built once per machine).
+  const warm = await Sandbox.create({ timeoutMs: 60_000 });
+  await warm.kill();
+}, 300_000);
+
+const TAG = RUNTIME_PATH.replace('/run/aenv-', '');
+const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
+/** Where the node's driver puts one cgroup per runtime sandbox (the freezer's, on cgroup v1). */
+const CGROUPS = V2 ? `/sys/fs/cgroup/aenv-${TAG}` : `/sys/fs/cgroup/freezer/aenv-${TAG}`;
+
+/** The runtime sandboxes' cgroups now, by directory name. */
+function cgroups(): Set<string> {
+  if (!existsSync(CGROUPS)) return new Set();
+  return new Set(
+    readdirSync(CGROUPS, { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name),
+  );
+}
+
+/** Whether the cgroup freezer holds the sandbox's processes stopped. */
+function frozen(cgroup: string): boolean {
+  const dir = join(CGROUPS, cgroup);
+  if (V2) return /^frozen 1$/m.test(readFileSync(join(dir, 'cgroup.events'), 'utf8'));
+  return readFileSync(join(dir, 'freezer.state'), 'utf8').trim() === 'FROZEN';
+}
+
+/** The cgroup of the sandbox `create` makes (the one that was not there before). */
+async function created(create: () => Promise<Sandbox>): Promise<{ sbx: Sandbox; cgroup: string }> {
+  const before = cgroups();
+  const sbx = await create();
+  const fresh = [...cgroups()].filter((c) => !before.has(c));
+  expect(fresh).toHaveLength(1);
+  return { sbx, cgroup: fresh[0]! };
+}
+
+/** GET through the node's proxy with a `{port}-{id}.{domain}` Host, as a browser would. */
+function getViaHost(host: string, path = '/'): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: PORT, path, headers: { host } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const untilFrozen = (cgroup: string) =>
+  eventually(() => expect(frozen(cgroup)).toBe(true), { timeoutMs: 30_000, intervalMs: 200 });
+
+describe('idle sandboxes are frozen and thawed on use', () => {
+  it('a frozen sandbox answers its next commands.run and its next proxied HTTP request', async () => {
+    const { sbx, cgroup } = await created(() => Sandbox.create());
+    try {
+      await sbx.files.write('/home/user/www/index.html', 'hello from a frozen sandbox');
+      const server = await sbx.commands.run('cd /home/user/www && exec python3 -m http.server 8080', {
+        background: true,
+        timeoutMs: 0,
+      });
+      const host = `8080-${sbx.sandboxId}.${DOMAIN}`;
+      await eventually(async () => expect((await getViaHost(host, '/index.html')).status).toBe(200));
+      // An open command stream counts as use (unit-tested); let go of it so the sandbox can idle.
+      await server.disconnect();
+
+      await untilFrozen(cgroup);
+      const r = await sbx.commands.run('echo awake');
+      expect(r.stdout).toBe('awake\n');
+      expect(frozen(cgroup)).toBe(false);
+
+      await untilFrozen(cgroup);
+      expect(await getViaHost(host, '/index.html')).toEqual({
+        status: 200,
+        body: 'hello from a frozen sandbox',
+      });
+      expect(frozen(cgroup)).toBe(false);
+
+      await untilFrozen(cgroup);
+      expect(await sbx.isRunning()).toBe(true);
+      const info = await api('GET', `/sandboxes/${sbx.sandboxId}`);
+      expect(info.json.state).toBe('running');
+    } finally {
+      await sbx.kill();
+    }
+  }, 180_000);
+
+  it('a frozen sandbox can be paused and resumed', async () => {
+    const { sbx, cgroup } = await created(() => Sandbox.create());
+    try {
+      await sbx.files.write('/home/user/kept', 'kept');
+      await untilFrozen(cgroup);
+      await sbx.pause();
+      const again = await Sandbox.connect(sbx.sandboxId);
+      expect(await again.files.read('/home/user/kept')).toBe('kept');
+    } finally {
+      await sbx.kill();
+    }
+  }, 180_000);
+});
+
+/** The node's network namespaces and runsc processes (for one runtime sandbox: its own). */
+function hostFootprint(cgroup: string) {
+  return {
+    cgroup: existsSync(join(CGROUPS, cgroup)),
+    runsc: execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.startsWith('runsc') && l.includes(cgroup)).length,
+    namespaces: execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })
+      .split('\n')
+      .filter((l) => l.startsWith(`aenv-${TAG}-`)).length,
+  };
+}
+
+describe('kill', () => {
+  it('a killed sandbox is unreachable at once; its resources are gone after the reclaim', async () => {
+    const namespacesBefore = hostFootprint('none').namespaces;
+    const { sbx, cgroup } = await created(() => Sandbox.create());
+    await sbx.commands.run('cd /tmp && python3 -m http.server 8081', { background: true, timeoutMs: 0 });
+    const host = `8081-${sbx.sandboxId}.${DOMAIN}`;
+    await eventually(async () => expect((await getViaHost(host)).status).toBe(200));
+    expect(hostFootprint(cgroup).cgroup).toBe(true);
+
+    await sbx.kill();
+    // Right after the answer: gone from the API and the proxy.
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(404);
+    expect((await getViaHost(host)).status).toBe(502);
+    expect(await sbx.isRunning()).toBe(false);
+    expect((await api('GET', '/v2/sandboxes')).json).toEqual([]);
+
+    await eventually(
+      () => expect(hostFootprint(cgroup)).toEqual({ cgroup: false, runsc: 0, namespaces: namespacesBefore }),
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+  }, 180_000);
+
+  it('a frozen sandbox is killed without a thaw', async () => {
+    const { sbx, cgroup } = await created(() => Sandbox.create());
+    await untilFrozen(cgroup);
+    await sbx.kill();
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(404);
+    await eventually(() => expect(hostFootprint(cgroup).cgroup).toBe(false), {
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+  }, 180_000);
+});

@@ -1,0 +1,150 @@
+import { Sandbox } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
+import { api, DOMAIN, getViaHost, SNAPSHOT_STORE, useTestServer } from '@agentenv/test-support/server';
+import { PosixRepository } from '../../src/snapshot/index.js';
+
+useTestServer();
+const repo = new PosixRepository({ path: SNAPSHOT_STORE, create: false });
+beforeAll(async () => {
+  // The first create waits for the base template (built once per machine).
+  const warm = await Sandbox.create({ timeoutMs: 60_000 });
+  await warm.kill();
+  await repo.open();
+});
+afterAll(() => repo.close());
+
+/** The sandbox's newest pause in the repository: its stored bytes and the kind it recorded. */
+async function newestPause(sandboxId: string) {
+  const r = (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records[0];
+  expect(r).toBeDefined();
+  const sandbox = (r!.meta as { sandbox: { pauseKind?: string } }).sandbox;
+  return { bytes: r!.bytesTotal, kind: sandbox.pauseKind ?? 'memory' };
+}
+
+const bootId = async (s: Sandbox) =>
+  (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+const state = async (id: string) => (await api('GET', `/sandboxes/${id}`)).json.state;
+
+describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
+  it('refuses impossible lifecycle combinations with 400', async () => {
+    for (const [body, message] of [
+      [
+        { autoPause: false, autoPauseMemory: false },
+        'autoPauseMemory=false only applies when autoPause is true.',
+      ],
+      [{ autoPauseMemory: false, autoResume: { enabled: true } }, 'cannot be combined with autoResume'],
+      [{ autoPause: false, autoResume: { enabled: true } }, 'autoResume can only be true'],
+    ] as const) {
+      const r = await api('POST', '/v2/sandboxes', { templateID: 'base', ...body });
+      expect(r.status).toBe(400);
+      expect(r.json).toMatchObject({ code: 400, message: expect.stringContaining(message) });
+    }
+    expect((await api('GET', '/v2/sandboxes')).json).toHaveLength(0);
+  });
+
+  it('pause({ keepMemory: false }) keeps files only: a cold boot, same id, token, env and user; far smaller', async () => {
+    const sbx = await Sandbox.create({ envs: { FOO: 'bar' }, timeoutMs: 300_000 });
+    const id = sbx.sandboxId;
+    try {
+      await sbx.files.write('/home/user/keep/notes.txt', 'kept across a cold boot');
+      await sbx.commands.run('rm /etc/issue && echo changed > /etc/motd', { user: 'root' });
+      // A process holding memory, which a memory pause must store and a filesystem pause must not.
+      await sbx.commands.run(
+        'python3 -c "import time; b=bytearray(64<<20); b[::4096]=b\\"x\\"*(len(b)//4096); time.sleep(3600)"',
+        {
+          background: true,
+          timeoutMs: 0,
+        },
+      );
+      const token = (await api('GET', `/sandboxes/${id}`)).json.envdAccessToken;
+      expect(token).toEqual(expect.any(String));
+      const boot0 = await bootId(sbx);
+
+      await sbx.pause();
+      const memory = await newestPause(id);
+      expect(memory.kind).toBe('memory');
+      const again = await Sandbox.connect(id);
+      expect(await bootId(again)).toBe(boot0);
+
+      await again.pause({ keepMemory: false });
+      expect(await state(id)).toBe('paused');
+      const fsOnly = await newestPause(id);
+      expect(fsOnly.kind).toBe('filesystem');
+      expect(fsOnly.bytes).toBeLessThanOrEqual(memory.bytes / 10);
+      console.log(`pause bytes: memory ${memory.bytes}, filesystem only ${fsOnly.bytes}`);
+
+      const cold = await Sandbox.connect(id);
+      expect(cold.sandboxId).toBe(id);
+      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await cold.files.read('/home/user/keep/notes.txt')).toBe('kept across a cold boot');
+      expect(await cold.files.exists('/etc/issue')).toBe(false);
+      expect((await cold.files.read('/etc/motd')).trim()).toBe('changed');
+      expect((await cold.commands.run('echo $FOO')).stdout.trim()).toBe('bar');
+      expect((await cold.commands.run('whoami')).stdout.trim()).toBe('user');
+      expect((await cold.commands.run('pgrep -f bytearra[y] || true')).stdout.trim()).toBe('');
+      expect((await api('GET', `/sandboxes/${id}`)).json).toMatchObject({
+        state: 'running',
+        envdAccessToken: token,
+      });
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it('onTimeout { action: pause, keepMemory: false } pauses filesystem-only at the end time', async () => {
+    const sbx = await Sandbox.create({
+      timeoutMs: 300_000,
+      lifecycle: { onTimeout: { action: 'pause', keepMemory: false } },
+    });
+    const id = sbx.sandboxId;
+    try {
+      await sbx.files.write('/home/user/ttl.txt', 'written before the timeout');
+      const boot0 = await bootId(sbx);
+      // The end time moves close once the sandbox is set up, so the TTL pause races nothing.
+      await sbx.setTimeout(1_000);
+      // The listed state says paused while the pause is under way: wait for the stored pause.
+      await eventually(async () => expect((await newestPause(id)).kind).toBe('filesystem'), {
+        timeoutMs: 120_000,
+      });
+      expect((await api('GET', `/sandboxes/${id}`)).json.lifecycle).toEqual({
+        onTimeout: 'pause',
+        autoResume: false,
+      });
+      const cold = await Sandbox.connect(id, { timeoutMs: 300_000 });
+      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await cold.files.read('/home/user/ttl.txt')).toBe('written before the timeout');
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it('autoResume: a request through the proxy wakes a paused sandbox and is answered', async () => {
+    const sbx = await Sandbox.create({ lifecycle: { onTimeout: 'pause', autoResume: true } });
+    const id = sbx.sandboxId;
+    try {
+      await sbx.files.write('/home/user/www/index.html', 'served after a resume');
+      const server = await sbx.commands.run('cd /home/user/www && python3 -m http.server 8080', {
+        background: true,
+        timeoutMs: 0,
+      });
+      const host = sbx.getHost(8080);
+      expect(host).toBe(`8080-${id}.${DOMAIN}`);
+      await eventually(async () => expect((await getViaHost(host, '/index.html')).status).toBe(200));
+      // The command's output stream is traffic too: closed, so that only the request below wakes it.
+      await server.disconnect();
+      await sbx.pause();
+      expect(await state(id)).toBe('paused');
+      // The first request waits for the resume and is forwarded.
+      expect(await getViaHost(host, '/index.html')).toEqual({ status: 200, body: 'served after a resume' });
+      expect(await state(id)).toBe('running');
+
+      // A filesystem-only pause of the same sandbox is not woken by traffic.
+      await sbx.pause({ keepMemory: false });
+      expect((await getViaHost(host, '/index.html')).status).toBe(502);
+      expect(await state(id)).toBe('paused');
+    } finally {
+      await sbx.kill();
+    }
+  });
+});

@@ -1,0 +1,168 @@
+import { pino } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import { errorBody } from '@agentenv/common';
+import { FakeNode, rejection, type FakeNodeOptions } from '@agentenv/test-support/fakes';
+import { defaults, envOverrides } from '../../src/config/load.js';
+import { SandboxProxy } from '../../src/proxy/proxy.js';
+
+/** FakeNode's config freezes after 10 s idle (the default); the sweep looks every second. */
+const IDLE_MS = 10_000;
+
+async function idleNode(opts: FakeNodeOptions = {}) {
+  const { node, orch, id, rec } = await FakeNode.withRunning(opts);
+  orch.startIdleLoop();
+  const status = () => node.driver.status(rec.handle!);
+  /** Moves the clock and waits for what the sweeps started. */
+  const pass = async (ms: number) => {
+    node.clock.advance(ms);
+    await orch.backgroundIdle();
+  };
+  return { node, orch, id, status, pass };
+}
+
+describe('orchestrator: idle sandboxes are frozen', () => {
+  it('freezes a sandbox nobody used for idle_freeze_secs, not before', async () => {
+    const { status, pass, node } = await idleNode();
+    await pass(IDLE_MS - 1000);
+    expect(await status()).toBe('running');
+    await pass(1000);
+    expect(await status()).toBe('frozen');
+    expect(node.driver.faults.calls('freeze')).toBe(1);
+    await pass(IDLE_MS * 3);
+    expect(node.driver.faults.calls('freeze')).toBe(1);
+  });
+
+  it('a request through the proxy thaws a frozen sandbox before it is forwarded', async () => {
+    const { node, orch, id, status, pass } = await idleNode();
+    await pass(IDLE_MS);
+    expect(await status()).toBe('frozen');
+    const proxy = new SandboxProxy(orch, pino({ level: 'silent' }));
+    const target = await proxy.resolve({ sandboxId: id, port: 8000, path: '/', native: false }, {});
+    expect(target.address).toBe(orch.target(id)!.address);
+    expect(await status()).toBe('running');
+    expect(node.driver.faults.calls('thaw')).toBe(1);
+    // The request counted as use: idle again from then on.
+    await pass(IDLE_MS - 1000);
+    expect(await status()).toBe('running');
+    await pass(1000);
+    expect(await status()).toBe('frozen');
+  });
+
+  it('an open request (a running command) keeps the sandbox awake however long it lasts', async () => {
+    const { orch, id, status, pass } = await idleNode();
+    const end = orch.activity.begin(id);
+    await pass(IDLE_MS * 6);
+    expect(await status()).toBe('running');
+    end();
+    await pass(IDLE_MS - 1000);
+    expect(await status()).toBe('running');
+    await pass(1000);
+    expect(await status()).toBe('frozen');
+  });
+
+  it('API operations on a frozen sandbox thaw it first: timeout, snapshot, fork, pause, connect', async () => {
+    const { node, orch, id, status, pass } = await idleNode();
+    await pass(IDLE_MS);
+    await orch.setTimeout(id, 600);
+    expect(await status()).toBe('running');
+    await pass(IDLE_MS);
+    expect(await status()).toBe('frozen');
+    // The fake driver refuses to capture a frozen sandbox: these pass only because it was thawed.
+    await orch.snapshot(id);
+    await pass(IDLE_MS);
+    const [child] = await orch.fork(id, 1, 60);
+    expect(child).toBeDefined();
+    await pass(IDLE_MS);
+    expect(await status()).toBe('frozen');
+    await orch.pause(id);
+    expect(orch.get(id).state).toBe('paused');
+    await orch.connect(id, 60);
+    expect(orch.get(id).state).toBe('running');
+    expect(await node.driver.status(orch.get(id).handle!)).toBe('running');
+  });
+
+  it('a kill of a frozen sandbox needs no thaw', async () => {
+    const { node, orch, id, pass } = await idleNode();
+    await pass(IDLE_MS);
+    await orch.kill(id);
+    expect(orch.find(id)).toBeUndefined();
+    expect(node.driver.running()).toEqual([]);
+    expect(node.driver.faults.calls('thaw')).toBe(0);
+  });
+
+  it('a request during a freeze waits for it and finds the sandbox running', async () => {
+    const { node, orch, id, status } = await idleNode();
+    const held = node.driver.faults.hold('freeze');
+    node.clock.advance(IDLE_MS);
+    await held.reached;
+    const woken = orch.wake(id);
+    held.release();
+    await woken;
+    expect(await status()).toBe('running');
+    await orch.backgroundIdle();
+    expect(await status()).toBe('running');
+  });
+
+  it('sampling a frozen sandbox neither wakes it nor asks its envd: its last figures, no CPU', async () => {
+    const { orch, id, status, pass } = await idleNode();
+    const awake = await orch.usage(id);
+    expect(awake).toBeDefined();
+    await pass(IDLE_MS);
+    const frozen = await orch.usage(id);
+    expect(frozen).toEqual({ ...awake, cpuUsedPct: 0, ts: frozen!.ts });
+    expect(frozen!.ts).toBeGreaterThan(awake!.ts);
+    expect(await status()).toBe('frozen');
+  });
+
+  it('a failed freeze leaves the sandbox running; the next sweep tries again', async () => {
+    const { node, status, pass } = await idleNode();
+    node.driver.faults.failNext('freeze');
+    await pass(IDLE_MS);
+    expect(await status()).toBe('running');
+    await pass(1000);
+    expect(await status()).toBe('frozen');
+  });
+
+  it('idle_freeze_secs is 10 unless the config or AENV_IDLE_FREEZE_SECS says otherwise', () => {
+    expect(defaults({}).orchestrator.idleFreezeSecs).toBe(10);
+    expect(envOverrides({ AENV_IDLE_FREEZE_SECS: '0' })).toEqual({ orchestrator: { idleFreezeSecs: 0 } });
+  });
+
+  it('follows idle_freeze_secs; 0 turns freezing off', async () => {
+    const short = await idleNode({ idleFreezeSecs: 2 });
+    await short.pass(2000);
+    expect(await short.status()).toBe('frozen');
+    const off = await idleNode({ idleFreezeSecs: 0 });
+    await off.pass(IDLE_MS * 100);
+    expect(await off.status()).toBe('running');
+    expect(off.node.driver.faults.calls('freeze')).toBe(0);
+  });
+});
+
+describe('orchestrator: kill answers before the reclaim', () => {
+  it('the sandbox is gone at once; capacity counts it until the driver released it', async () => {
+    const { node, orch, id, rec } = await FakeNode.withRunning({ maxSandboxes: 1 });
+    const releasing = vi.spyOn(node.driver, 'releasing');
+    releasing.mockReturnValue([{ id: rec.handle!.id, resources: rec.handle!.resources, since: 0 }]);
+    await orch.kill(id);
+    expect(orch.find(id)).toBeUndefined();
+    expect(orch.target(id)).toBeUndefined();
+    expect(errorBody(await rejection(node.create())).status).toBe(429);
+    releasing.mockReturnValue([]);
+    await node.create();
+    await orch.backgroundIdle();
+    expect(node.slots.used).toBe(1);
+  });
+
+  it('the slot and local captures are given back in the background', async () => {
+    const { node, orch, id } = await FakeNode.withRunning();
+    const held = node.slots.faults.hold('release');
+    await orch.kill(id);
+    expect(orch.find(id)).toBeUndefined();
+    await held.reached;
+    expect(node.slots.used).toBe(1);
+    held.release();
+    await orch.backgroundIdle(id);
+    expect(node.slots.used).toBe(0);
+  });
+});
