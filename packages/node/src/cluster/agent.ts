@@ -4,6 +4,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/scheduler';
 import { fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import type { Logger } from 'pino';
+import { Latest } from './latest.js';
 import type { SandboxEvent, SandboxEventLog } from './sandbox-events.js';
 import {
   heartbeatRequest,
@@ -41,6 +42,8 @@ const EVENT_TYPE: Record<SandboxEvent['type'], SandboxEventType> = {
 /** Events waiting for the scheduler; beyond this the oldest are dropped (and counted). */
 const MAX_PENDING_EVENTS = 10_000;
 const EVENT_BATCH = 200;
+/** How long a heartbeat waits for fresh host stats and cache keys before it sends the last ones. */
+const GATHER_BUDGET_MS = 500;
 
 /**
  * The node's membership in a cluster: a heartbeat every interval with its capacity, load, full
@@ -60,9 +63,15 @@ export class ClusterAgent {
   private dropped = 0;
   private flushing: Promise<void> | undefined;
   private readonly offEvents: () => void;
+  private readonly hostNow: Latest<HostStats>;
+  private readonly cacheKeysNow: Latest<string[]>;
+  private readonly p2pNow: Latest<P2pReport> | undefined;
 
   constructor(private readonly d: ClusterAgentDeps) {
     this.intervalMs = d.intervalMs ?? 2000;
+    this.hostNow = new Latest(d.host, GATHER_BUDGET_MS);
+    this.cacheKeysNow = new Latest(d.cacheKeys, GATHER_BUDGET_MS);
+    this.p2pNow = d.p2p && new Latest(d.p2p, GATHER_BUDGET_MS);
     this.offEvents = d.events.onEvent((e) => this.queue(e));
   }
 
@@ -113,10 +122,10 @@ export class ClusterAgent {
         identity: { ...this.d.identity, bootId: this.bootId },
         draining: this.draining,
         records: this.d.records(),
-        host: await this.d.host(),
+        host: await this.hostNow.get(),
         limits: this.d.limits,
-        cacheKeys: await this.d.cacheKeys(),
-        ...(this.d.p2p && { p2p: await this.d.p2p() }),
+        cacheKeys: await this.cacheKeysNow.get(),
+        ...(this.p2pNow && { p2p: await this.p2pNow.get() }),
       });
       const res = await this.d.client.heartbeat(req, { timeoutMs: 5000 });
       if (res.intervalMs >= 100) this.intervalMs = res.intervalMs;
