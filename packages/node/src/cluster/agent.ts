@@ -110,6 +110,12 @@ export class ClusterAgent {
     await this.beat();
   }
 
+  /** A heartbeat soon, after the one under way (whose report may predate what changed). */
+  private nudge(): void {
+    if (this.stopped || !this.timer) return;
+    void (this.beating ?? Promise.resolve()).then(() => this.beat());
+  }
+
   /** One heartbeat (never two at once); failures are logged once per distinct error. */
   private beat(): Promise<void> {
     this.beating ??= this.sendHeartbeat().finally(() => (this.beating = undefined));
@@ -143,6 +149,9 @@ export class ClusterAgent {
   }
 
   private queue(e: SandboxEvent): void {
+    // A new snapshot is in this node's cache now: advertise it at once, so that creates from it
+    // find it here instead of one interval later.
+    if (e.type === 'snapshot') this.nudge();
     this.pending.push({
       sandboxId: e.sandboxID,
       nodeId: e.nodeID,

@@ -1,0 +1,48 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { SchedulerClient } from '@agentenv/scheduler';
+import { eventually } from '@agentenv/test-support';
+import { ClusterAgent } from '../../src/cluster/agent.js';
+import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
+
+function agentWithCountingClient() {
+  const sent: string[][] = [];
+  let keys = ['template/base'];
+  const client = {
+    heartbeat: async (req: { cacheKeys?: string[] }) => {
+      sent.push([...(req.cacheKeys ?? [])]);
+      return { intervalMs: 60_000 };
+    },
+    reportSandboxEvent: async () => ({}),
+    unregisterNode: async () => ({}),
+  } as unknown as SchedulerClient;
+  const events = new SandboxEventLog('n1');
+  const agent = new ClusterAgent({
+    client,
+    identity: { nodeId: 'n1', clusterId: 'c', advertiseUrl: 'http://127.0.0.1:1', version: '0' },
+    limits: { maxSandboxes: 10, maxConcurrentStarts: 2 },
+    records: () => [],
+    host: async () => ({ cpuCount: 2, memoryTotalMib: 1024, memoryAvailableMib: 512, loadAvg1m: 0 }),
+    cacheKeys: async () => keys,
+    events,
+    logger: pino({ level: 'silent' }),
+    intervalMs: 60_000,
+  });
+  return { agent, events, sent, setKeys: (k: string[]) => (keys = k) };
+}
+
+describe('cluster agent', () => {
+  it('heartbeats at once after a snapshot, with the new cache key, not one interval later', async () => {
+    const { agent, events, sent, setKeys } = agentWithCountingClient();
+    agent.start();
+    try {
+      await eventually(() => expect(sent).toHaveLength(1));
+      setKeys(['template/base', 'snapshot/s1']);
+      events.observer.event({ type: 'snapshot', sandboxId: 'sb1', reason: 'request', at: Date.now() });
+      await eventually(() => expect(sent.at(-1)).toContain('snapshot/s1'));
+      expect(sent.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await agent.stop();
+    }
+  });
+});
