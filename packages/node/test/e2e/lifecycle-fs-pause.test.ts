@@ -15,11 +15,18 @@ beforeAll(async () => {
 afterAll(() => repo.close());
 
 /** The sandbox's newest pause in the repository: its stored bytes and the kind it recorded. */
-async function newestPause(sandboxId: string) {
-  const r = (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records[0];
-  expect(r).toBeDefined();
-  const sandbox = (r!.meta as { sandbox: { pauseKind?: string } }).sandbox;
-  return { bytes: r!.bytesTotal, kind: sandbox.pauseKind ?? 'memory' };
+/** The sandbox's newest stored pause, once it is of `kind` (a pause answers before its upload). */
+function newestPause(sandboxId: string, kind: 'memory' | 'filesystem') {
+  return eventually(
+    async () => {
+      const r = (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records[0];
+      expect(r).toBeDefined();
+      const sandbox = (r!.meta as { sandbox: { pauseKind?: string } }).sandbox;
+      expect(sandbox.pauseKind ?? 'memory').toBe(kind);
+      return { bytes: r!.bytesTotal, kind };
+    },
+    { timeoutMs: 120_000, intervalMs: 250 },
+  );
 }
 
 const bootId = async (s: Sandbox) =>
@@ -62,15 +69,13 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
       const boot0 = await bootId(sbx);
 
       await sbx.pause();
-      const memory = await newestPause(id);
-      expect(memory.kind).toBe('memory');
+      const memory = await newestPause(id, 'memory');
       const again = await Sandbox.connect(id);
       expect(await bootId(again)).toBe(boot0);
 
       await again.pause({ keepMemory: false });
       expect(await state(id)).toBe('paused');
-      const fsOnly = await newestPause(id);
-      expect(fsOnly.kind).toBe('filesystem');
+      const fsOnly = await newestPause(id, 'filesystem');
       expect(fsOnly.bytes).toBeLessThanOrEqual(memory.bytes / 10);
       console.log(`pause bytes: memory ${memory.bytes}, filesystem only ${fsOnly.bytes}`);
 
@@ -104,9 +109,7 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
       // The end time moves close once the sandbox is set up, so the TTL pause races nothing.
       await sbx.setTimeout(1_000);
       // The listed state says paused while the pause is under way: wait for the stored pause.
-      await eventually(async () => expect((await newestPause(id)).kind).toBe('filesystem'), {
-        timeoutMs: 120_000,
-      });
+      await newestPause(id, 'filesystem');
       expect((await api('GET', `/sandboxes/${id}`)).json.lifecycle).toEqual({
         onTimeout: 'pause',
         autoResume: false,

@@ -201,7 +201,11 @@ describe('two nodes sharing a posix_fs snapshot repository', () => {
     // Pauses are not snapshots: they stay out of the snapshot catalogue.
     expect((await api('GET', `/snapshots?sandboxID=${sbx.sandboxId}`)).json).toEqual([]);
 
-    const onNodeB = await Sandbox.connect(sbx.sandboxId, { apiUrl: urlOf(other), sandboxUrl: urlOf(other) });
+    // A pause answers before its upload to the shared repository: B finds it once that is done.
+    const onNodeB = await eventually(
+      () => Sandbox.connect(sbx.sandboxId, { apiUrl: urlOf(other), sandboxUrl: urlOf(other) }),
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
     try {
       expect(await memoryTag(onNodeB)).toBe('paused-on-a');
       expect(await onNodeB.files.read('/home/user/tag')).toBe('changed-after-start');
