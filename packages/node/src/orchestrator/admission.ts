@@ -107,14 +107,14 @@ export function maxSandboxes(max: number): AdmissionMeasure {
 
 /**
  * Starts beyond a few queued per start slot are refused, so that clients learn it at once
- * instead of timing out in the queue.
+ * instead of timing out in the queue: a capacity refusal (429 with Retry-After), as a full node's.
  */
 export function maxStartsInFlight(max: number): AdmissionMeasure {
   return {
     name: 'starts_in_flight',
     refuse: (_req, load) =>
       load.starting >= max
-        ? new DomainError('unavailable', 'too many sandboxes starting at once; retry shortly', 1)
+        ? new DomainError('capacity', 'too many sandboxes starting at once; retry shortly', 1)
         : undefined,
   };
 }

@@ -54,13 +54,15 @@ export class IdleFreezer {
 
   /**
    * The sandbox is about to be used (a proxied request, an API call): counts as activity and,
-   * when it is frozen or being frozen, thaws it first. Must not be called under its lock.
+   * when it is frozen or being frozen, thaws it first. `use` false thaws for the node's own work
+   * (a pause on timeout or for memory), which must not make the sandbox look recently used.
+   * Must not be called under its lock.
    */
-  async wake(id: string): Promise<void> {
+  async wake(id: string, use = true): Promise<void> {
     if (!this.core.live.has(id)) return;
-    this.core.activity.touch(id);
+    if (use) this.core.activity.touch(id);
     if (!this.frozen.has(id) && !this.freezing.has(id)) return;
-    await this.core.mutex.run(id, () => this.thaw(id));
+    await this.core.mutex.run(id, () => this.thaw(id, use));
   }
 
   private idleLongEnough(id: string): boolean {
@@ -82,7 +84,7 @@ export class IdleFreezer {
     });
   }
 
-  private async thaw(id: string): Promise<void> {
+  private async thaw(id: string, use: boolean): Promise<void> {
     const handle = this.frozen.get(id);
     const live = this.core.live.get(id);
     if (handle === undefined) return;
@@ -92,6 +94,6 @@ export class IdleFreezer {
       this.core.d.observer.stage('thaw', this.core.clock.now() - t0);
     }
     this.frozen.delete(id);
-    this.core.activity.touch(id);
+    if (use) this.core.activity.touch(id);
   }
 }

@@ -199,7 +199,7 @@ export class Orchestrator {
 
   /** `filesystem` keeps the writable layer only: the resume cold-boots. */
   async pause(id: string, reason: LifecycleReason = 'request', kind: PauseKind = 'memory'): Promise<void> {
-    await this.idle.wake(id);
+    await this.idle.wake(id, reason === 'request');
     return this.pauser.pause(id, reason, kind);
   }
 

@@ -50,7 +50,15 @@ describe('create/kill cycles', () => {
     }
     expect(new Set(ids).size).toBe(100);
     // A kill answers before its slot and the runtime's leftovers are reclaimed in the background.
-    await eventually(() => expect(footprint()).toEqual(before), { timeoutMs: 60_000, intervalMs: 200 });
+    // A leak is more than before; fewer (the network's pool of spare namespaces shrinking) is not.
+    await eventually(
+      () => {
+        const now = footprint();
+        for (const k of Object.keys(before) as (keyof typeof before)[])
+          expect(now[k], k).toBeLessThanOrEqual(before[k]);
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
     expect((await api('GET', '/v2/sandboxes')).json).toEqual([]);
   }, 600_000);
 });

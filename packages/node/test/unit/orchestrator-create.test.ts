@@ -77,12 +77,12 @@ describe('orchestrator: admission', () => {
     await node.create();
   });
 
-  it('refuses starts beyond the queue with 503 and Retry-After', async () => {
+  it('refuses starts beyond the queue as capacity: 429 and Retry-After', async () => {
     const node = new FakeNode({ maxConcurrentStarts: 1 });
     const held = [0, 1, 2, 3].map(() => node.driver.faults.hold('restore'));
     const queued = held.map(() => node.create());
     await Promise.all(held.map((h) => h.reached));
-    expect(errorBody(await failure(node.create()))).toMatchObject({ status: 503, retryAfter: 1 });
+    expect(errorBody(await failure(node.create()))).toMatchObject({ status: 429, retryAfter: 1 });
     held.forEach((h) => h.release());
     await Promise.all(queued);
   });
