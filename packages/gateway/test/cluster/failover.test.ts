@@ -1,9 +1,23 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from './cluster.js';
+import { createRepository } from '@agentenv/node';
+import { SNAPSHOT_STORE, TestCluster } from './cluster.js';
 import { API_KEY } from './nodes.js';
 import { eventually } from './processes.js';
 import { useGateway } from './sdk-env.js';
+
+/** A pause answers before its upload: once this resolves, the shared repository holds it. */
+async function pauseStored(sandboxId: string): Promise<void> {
+  const repo = createRepository({ backend: 'posix_fs', path: SNAPSHOT_STORE });
+  await repo.open();
+  await eventually(
+    async () =>
+      (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records.length > 0,
+    60_000,
+    () => `the pause of ${sandboxId} never reached the shared repository`,
+    250,
+  );
+}
 
 /** Two sandboxes sharing a node (paused, running) and one elsewhere, among a few creates. */
 async function sandboxesOnOneNode(c: TestCluster) {
@@ -38,6 +52,8 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     const pid = (await paused.commands.run('pgrep -x sleep')).stdout.trim();
     expect(pid).toMatch(/^\d+$/);
     await paused.pause();
+    // Another node can take it over only from the shared repository.
+    await pauseStored(paused.sandboxId);
 
     // The cluster's event stream, read as a client would, from before the failure.
     const stream = await fetch(`${c.gatewayUrl}/events`, { headers: { 'x-api-key': API_KEY } });
