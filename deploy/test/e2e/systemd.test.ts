@@ -133,13 +133,18 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     await insideOk('systemctl start aenv');
     expect(await insideOk('systemctl is-active aenv')).toBe('active\n');
     await eventually('/health 204', async () => (await health()) === 204, 60_000);
+    await joined();
+  });
+
+  /** The node is placeable again: it joins the scheduler once `base` is ready, after /health. */
+  async function joined(): Promise<void> {
     const nodeId = (await insideOk('hostname')).trim();
     await eventually('the node ready in the gateway’s /nodes', async () => {
       const r = await fetch(`${GATEWAY}/nodes`, { headers: { 'x-api-key': apiKey } });
       const nodes = (await r.json()) as { nodeID: string; status: string }[];
       return nodes.some((n) => n.nodeID === nodeId && n.status === 'ready');
     });
-  });
+  }
 
   it('systemctl stop aenv pauses a running sandbox; after a start it resumes with its memory (through the gateway)', async () => {
     process.env.E2B_API_URL = GATEWAY;
@@ -167,6 +172,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
 
     await insideOk('systemctl start aenv');
     await eventually('/health 204 after the restart', async () => (await health()) === 204, 60_000);
+    await joined();
     const info = await fetch(`${URL_BASE}/sandboxes/${sbx.sandboxId}`, { headers: { 'x-api-key': apiKey } });
     expect(((await info.json()) as { state: string }).state).toBe('paused');
 
