@@ -1,6 +1,13 @@
 import { toSandboxEvent } from '../shared/events.js';
 import { redactSecrets } from '../shared/redact.js';
-import type { Catalog, SandboxEvent, SandboxMetric, SandboxPage, Summary } from '../shared/types.js';
+import type {
+  Catalog,
+  ListedSandbox,
+  SandboxEvent,
+  SandboxMetric,
+  SandboxPage,
+  Summary,
+} from '../shared/types.js';
 import { session } from './session.js';
 
 /** An API answer other than 2xx: the server's `{code, message}`, or what went wrong on the way. */
@@ -70,17 +77,7 @@ export interface SandboxFilter {
   metadata?: string;
 }
 
-export interface SandboxDetail {
-  sandboxID: string;
-  templateID: string;
-  alias?: string;
-  state: string;
-  startedAt: string;
-  endAt: string;
-  cpuCount: number;
-  memoryMB: number;
-  diskSizeMB: number;
-  metadata: Record<string, string>;
+export interface SandboxDetail extends ListedSandbox {
   envdVersion?: string;
   allowInternetAccess?: boolean;
   network?: { allowOut?: string[]; denyOut?: string[]; allowPublicTraffic?: boolean };

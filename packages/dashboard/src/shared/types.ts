@@ -33,13 +33,11 @@ export interface SandboxEvent {
   details?: Record<string, string>;
 }
 
-/** A row of the sandboxes table: the listed fields, where it runs, and what it uses now. */
-export interface DashboardSandbox {
+/** The fields of a sandbox the public API lists, as the dashboard reads them. */
+export interface ListedSandbox {
   sandboxID: string;
   templateID: string;
   alias?: string;
-  nodeID: string;
-  /** The node's own state (creating, running, pausing, paused, …), not only running/paused. */
   state: string;
   startedAt: string;
   endAt: string;
@@ -47,6 +45,13 @@ export interface DashboardSandbox {
   memoryMB: number;
   diskSizeMB: number;
   metadata: Record<string, string>;
+}
+
+/** A row of the sandboxes table: the listed fields, where it runs, and what it uses now. */
+export interface DashboardSandbox extends ListedSandbox {
+  nodeID: string;
+  /** The node's own state (creating, running, pausing, paused, …), not only running/paused. */
+  state: string;
   /** Measured by envd, for running sandboxes on this page; absent when it did not answer. */
   cpuUsedPct?: number;
   memUsedMiB?: number;
