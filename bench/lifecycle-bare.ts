@@ -42,9 +42,6 @@ while True:
         mx = 0.0
 `;
 
-/** Bare sandboxes' addresses: the upper half of the bench's 10.117/16 (the node has the lower). */
-const NETS = { prefix: '10.117', firstThird: 128 };
-
 export interface BareResults {
   restore: number[];
   checkpointStop: number[];
@@ -60,12 +57,16 @@ export class BareLab {
   private readonly bare: BareRunsc;
   private readonly unreaped: BareRunsc;
   private readonly nets: TestNet[] = [];
+  /** Bare sandboxes' addresses: the upper half of the bench's /16 (the node has the lower). */
+  private readonly within: { prefix: string; firstThird: number };
 
   constructor(
     host: GvisorHost,
     private readonly dir: string,
     cgroupParent: string,
+    netPrefix: string,
   ) {
+    this.within = { prefix: netPrefix, firstThird: 128 };
     this.bare = bareRunsc(host, { dir, cgroupParent, underReaper: true });
     this.unreaped = bareRunsc(host, { dir: `${dir}-pid1`, cgroupParent: `${cgroupParent}-pid1` });
   }
@@ -79,7 +80,7 @@ export class BareLab {
   }
 
   private net(): TestNet {
-    const n = createTestNet(NETS);
+    const n = createTestNet(this.within);
     this.nets.push(n);
     return n;
   }
@@ -114,14 +115,7 @@ export class BareLab {
   }
 
   async measure(template: string, iter: number, forkReps: number): Promise<BareResults> {
-    const { meta } = await readCapture(template);
-    const source: BareSource = {
-      rootfs: meta.layers[0]!,
-      init: meta.init,
-      mounts: meta.mounts,
-      hostname: meta.hostname,
-    };
-    const res = meta.resources;
+    const { source, res } = await bareSourceOf(template);
     const r: BareResults = {
       restore: [],
       checkpointStop: [],
@@ -167,10 +161,27 @@ export class BareLab {
     }
     await this.bare.kill(s.id);
     this.drop(s.net);
-    for (const k of [1, 4, 16])
-      r.forks.set(k, await this.parallelRestores(k, forkReps, forkCapture.dir, source, res));
+    r.forks = await this.forkSizes(forkCapture.dir, forkReps, source, res);
     await rm(forkCapture.dir, { recursive: true, force: true });
     return r;
+  }
+
+  /** Only the forks' baseline: parallel restores of a running sandbox's capture, by fork size. */
+  async measureForks(template: string, forkReps: number): Promise<Map<number, number[]>> {
+    const { source, res } = await bareSourceOf(template);
+    const s = await this.restore(this.bare, template, source, res);
+    const forkCapture = await this.checkpoint(s.id, true);
+    await this.bare.kill(s.id);
+    this.drop(s.net);
+    const forks = await this.forkSizes(forkCapture.dir, forkReps, source, res);
+    await rm(forkCapture.dir, { recursive: true, force: true });
+    return forks;
+  }
+
+  private async forkSizes(capture: string, reps: number, source: BareSource, res: Resources) {
+    const forks = new Map<number, number[]>();
+    for (const k of FORK_SIZES) forks.set(k, await this.parallelRestores(k, reps, capture, source, res));
+    return forks;
   }
 
   /** k restores of one capture in parallel until all answer; networks and bundles made beforehand. */
@@ -211,3 +222,17 @@ export class BareLab {
 }
 
 type Resources = Parameters<BareRunsc['bundle']>[2];
+
+/** How many children the forks are measured with. */
+export const FORK_SIZES = [1, 4, 16] as const;
+
+async function bareSourceOf(template: string): Promise<{ source: BareSource; res: Resources }> {
+  const { meta } = await readCapture(template);
+  const source: BareSource = {
+    rootfs: meta.layers[0]!,
+    init: meta.init,
+    mounts: meta.mounts,
+    hostname: meta.hostname,
+  };
+  return { source, res: meta.resources };
+}

@@ -4,12 +4,14 @@
  * and fork into 1/4/16 children until all answer, through a real aenv-server and the E2B SDK;
  * next to bare runsc doing the same runtime work on the same captures in the same run.
  *
- * Its node shares nothing with the tests: port 19700, home /var/lib/aenv-h7/lifecycle (the base
- * rootfs layer is borrowed read-only from the test home), runtime dir /run/aenv-h7/lifecycle,
- * network tag h7 in 10.117.0.0/17; the bare sandboxes use 10.117.128.0/17 and cgroup aenv-h7-bare.
- * Everything is removed at the end, also on failure or Ctrl-C.
+ * Its node shares nothing with the tests: with `--helper H` (default 7) port 19H00, home
+ * /var/lib/aenv-hH/lifecycle (the base rootfs layer is borrowed read-only from the test home),
+ * runtime dir /run/aenv-hH/lifecycle, network tag hH in 10.(110+H).0.0/17; the bare sandboxes use
+ * 10.(110+H).128.0/17 and cgroup aenv-hH-bare. Everything is removed at the end, also on failure or
+ * Ctrl-C.
  *
- * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2]   (~6 min)
+ * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
+ * [--only fork]   (~6 min; `--only fork` measures the forks and their baseline alone, ~1 min)
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -20,7 +22,7 @@ import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-sup
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
-import { BareLab, GAP_PROBE, WRITER } from './lifecycle-bare.js';
+import { BareLab, FORK_SIZES, GAP_PROBE, WRITER } from './lifecycle-bare.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { percentile, timeMs } from './stats.js';
 
@@ -29,23 +31,30 @@ const { values } = parseArgs({
     iter: { type: 'string', default: '10' },
     'fork-reps': { type: 'string', default: '3' },
     pool: { type: 'string', default: '2' },
+    helper: { type: 'string', default: '7' },
+    only: { type: 'string' },
   },
 });
+if (values.only !== undefined && values.only !== 'fork') throw new Error('--only takes: fork');
+const ONLY_FORK = values.only === 'fork';
 const ITER = Number(values.iter);
 const FORK_REPS = Number(values['fork-reps']);
 const POOL = Number(values.pool);
 
-const PORT = 19700;
+const HELPER = Number(values.helper);
+if (!Number.isInteger(HELPER) || HELPER < 1 || HELPER > 99) throw new Error('--helper takes 1 to 99');
+const PORT = 19000 + HELPER * 100;
 const URL_BASE = `http://127.0.0.1:${PORT}`;
-const HOME = '/var/lib/aenv-h7/lifecycle';
-const RUNTIME = '/run/aenv-h7/lifecycle';
-const TAG = 'h7';
+const TAG = `h${HELPER}`;
+const HOME = `/var/lib/aenv-${TAG}/lifecycle`;
+const RUNTIME = `/run/aenv-${TAG}/lifecycle`;
+const NET_PREFIX = `10.${110 + HELPER}`;
 const ENV = {
   API_ADDR: `127.0.0.1:${PORT}`,
   AENV_HOME_PATH: HOME,
   AENV_RUNTIME_PATH: RUNTIME,
   AENV_NETWORK_NODE_TAG: TAG,
-  AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
+  AENV_NETWORK_HOST_RANGE: `${NET_PREFIX}.0.0/17`,
 };
 const LONG = { timeoutMs: 3_600_000 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -53,7 +62,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const inspected = await inspectGvisorHost();
 if ('problem' in inspected) throw new Error(inspected.problem);
 const host = inspected;
-const lab = new BareLab(host, `${RUNTIME}-bare`, 'aenv-h7-bare');
+const lab = new BareLab(host, `${RUNTIME}-bare`, `aenv-${TAG}-bare`, NET_PREFIX);
 let server: TestServer | undefined;
 
 async function startNode(pool: number): Promise<void> {
@@ -213,6 +222,19 @@ async function poolFull(): Promise<boolean> {
   return ready.some((m) => Number(m[2]) >= POOL);
 }
 
+async function forkRows(baseline: Map<number, number[]>): Promise<void> {
+  const parent = await Sandbox.create(LONG);
+  for (const k of FORK_SIZES) {
+    rows.push({
+      name: `fork ×${k} until all answer`,
+      node: await forks(k, parent),
+      base: baseline.get(k),
+      baseName: `${k} restores in parallel`,
+    });
+  }
+  await parent.kill();
+}
+
 // ------------------------------------------------------------------ run and report
 
 async function main(): Promise<void> {
@@ -224,6 +246,12 @@ async function main(): Promise<void> {
   await (await Sandbox.create()).kill(); // the base template's ready state, in HOME
   const template = await templateCapture(HOME);
 
+  if (ONLY_FORK) {
+    await forkRows(await lab.measureForks(template, FORK_REPS));
+    await stopNode();
+    report();
+    return;
+  }
   const bare = await lab.measure(template, ITER, FORK_REPS);
   const ck = await createKill();
   rows.push({
@@ -262,16 +290,7 @@ async function main(): Promise<void> {
     base: bare.checkpointWriting,
     baseName: 'checkpoint --leave-running',
   });
-  const parent = await Sandbox.create(LONG);
-  for (const k of [1, 4, 16]) {
-    rows.push({
-      name: `fork ×${k} until all answer`,
-      node: await forks(k, parent),
-      base: bare.forks.get(k),
-      baseName: `${k} restores in parallel`,
-    });
-  }
-  await parent.kill();
+  await forkRows(bare.forks);
   await stopNode();
   await startNode(POOL);
   rows.push({
@@ -280,10 +299,10 @@ async function main(): Promise<void> {
     base: bare.restore,
     baseName: 'runsc restore → envd',
   });
-  report(quiet.idle, busy.idle, bare.deleteUnreaped);
+  report({ idleQuiet: quiet.idle, idleBusy: busy.idle, deleteUnreaped: bare.deleteUnreaped });
 }
 
-function report(idleQuiet: number, idleBusy: number, deleteUnreaped: number[]): void {
+function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: number[] }): void {
   const f = (ms: number | undefined) => (ms === undefined ? '' : ms < 10 ? ms.toFixed(1) : ms.toFixed(0));
   console.log(
     `\nAgentENV lifecycle benchmark (${new Date().toISOString()}, runsc ${host.runscVersion}, ` +
@@ -298,10 +317,11 @@ function report(idleQuiet: number, idleBusy: number, deleteUnreaped: number[]): 
       `| ${r.name} | ${f(p50)} | ${f(percentile(r.node, 95))} | ${r.baseName ?? ''} | ${f(b50)} | ${b50 ? (p50 / b50).toFixed(2) + '×' : ''} |`,
     );
   }
+  if (!notes) return;
   console.log(
     `\nheld = the longest stall a 1 ms probe loop inside the sandbox saw during the call ` +
-      `(with no snapshot: ${f(idleQuiet)} ms quiet, ${f(idleBusy)} ms writing). Bare sandboxes run under ` +
-      `aenv-reaper like the node's; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(deleteUnreaped, 50))} ms.`,
+      `(with no snapshot: ${f(notes.idleQuiet)} ms quiet, ${f(notes.idleBusy)} ms writing). Bare sandboxes run under ` +
+      `aenv-reaper like the node's; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(notes.deleteUnreaped, 50))} ms.`,
   );
 }
 
