@@ -6,7 +6,7 @@ import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
 import type { PlacementRequest } from './placement/candidate.js';
 import { place } from './placement/place.js';
-import type { SchedulerSettings } from './settings.js';
+import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
 
 export interface ScheduleInput {
@@ -53,8 +53,6 @@ export interface PlacementObserver {
 }
 
 const MAX_COUNT = 1024;
-/** Heartbeat intervals an assigned reservation waits for the node's roster to list its sandboxes. */
-export const REPORT_GRACE_INTERVALS = 3;
 /** Seconds a client should wait after `capacity`: about one start's time. */
 const RETRY_AFTER_SECS = 1;
 
