@@ -4,18 +4,18 @@
  * 1. Driver level (GvisorDriver on the node's template capture): idle CPU of 20 restored
  *    sandboxes, as they are, frozen (cgroup freezer), and pinned one CPU each (cpuset); PSS per
  *    idle sandbox.
- * 2. Through a real aenv-server and the E2B SDK (pool off): idle CPU of 20 sandboxes, PSS per idle
- *    sandbox, then create p50 (5 creates, each killed again) with 0, 50, 100 and 200 idle
- *    sandboxes held, and the host's free memory at each step. `--freeze-held` freezes each held
- *    sandbox through its cgroup, standing in for the node's idle freeze.
+ * 2. Through a real aenv-server and the E2B SDK (pool off): idle CPU of 20 sandboxes once the
+ *    node's idle freeze (`idle_freeze_secs`, default 10 s) has frozen them, PSS per idle sandbox,
+ *    then create p50 (5 creates, each killed again) with 0, 50, 100 and 200 idle sandboxes held,
+ *    and the host's free memory at each step.
  *
  * CPU is the sandboxes' own (their cgroups' cpuacct), so other work on the machine does not count,
  * and is given in % of one core. Its node: port 19701, home /var/lib/aenv-h7/density, runtime
  * /run/aenv-h7/density, tag h7 in 10.117.0.0/17 (driver-level sandboxes in 10.117.128.0/17).
  *
- * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10] [--freeze-held]
+ * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10]
  */
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
@@ -31,13 +31,11 @@ const { values } = parseArgs({
     steps: { type: 'string', default: '0,50,100,200' },
     window: { type: 'string', default: '10' },
     idle: { type: 'string', default: '20' },
-    'freeze-held': { type: 'boolean', default: false },
   },
 });
 const STEPS = values.steps.split(',').map(Number);
 const WINDOW_MS = Number(values.window) * 1000;
 const IDLE = Number(values.idle);
-const FREEZE_HELD = values['freeze-held'];
 
 const PORT = 19701;
 const HOME = '/var/lib/aenv-h7/density';
@@ -95,8 +93,21 @@ async function memAvailable(): Promise<number> {
   return Number(/^MemAvailable:\s+(\d+)/m.exec(await readFile('/proc/meminfo', 'utf8'))?.[1] ?? 0) * 1024;
 }
 
-async function setFrozen(cgroupParent: string, id: string, frozen: boolean): Promise<void> {
-  await writeFile(`/sys/fs/cgroup/freezer/${cgroupParent}/${id}/freezer.state`, frozen ? 'FROZEN' : 'THAWED');
+async function frozen(cgroupParent: string, id: string): Promise<boolean> {
+  const state = await readFile(`/sys/fs/cgroup/freezer/${cgroupParent}/${id}/freezer.state`, 'utf8').catch(
+    () => '',
+  );
+  return state.trim() === 'FROZEN';
+}
+
+/** Waits until the node's idle freeze has frozen every one of `ids` (or gives up after a minute). */
+async function allFrozen(cgroupParent: string, ids: readonly string[]): Promise<number> {
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const n = (await Promise.all(ids.map((id) => frozen(cgroupParent, id)))).filter(Boolean).length;
+    if (n === ids.length || performance.now() > deadline) return n;
+    await sleep(1000);
+  }
 }
 
 // ------------------------------------------------------------------ 1. driver level
@@ -162,26 +173,19 @@ async function nodeLevel(): Promise<void> {
   };
   try {
     await hold(IDLE);
-    await sleep(3000);
     const ids = await heldIds();
+    const n = await allFrozen(NODE_CGROUP, ids);
     const cpu = await idleCpu(NODE_CGROUP, ids);
     say(
-      `node: ${ids.length} idle sandboxes: ${cpu.toFixed(2)} % of one core (${(cpu / ids.length).toFixed(3)} % each)`,
+      `node: ${ids.length} idle sandboxes, ${n} frozen by the idle freeze: ${cpu.toFixed(3)} % of one core (${(cpu / ids.length).toFixed(4)} % each)`,
     );
     const sizes = await Promise.all(ids.map((id) => pss(NODE_CGROUP, id)));
     say(`node: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`);
     say('');
     say('| idle sandboxes held | create p50 | create p95 | memory available |');
     say('|---|---|---|---|');
-    const frozen = new Set<string>();
     for (const step of STEPS) {
       await hold(step);
-      if (FREEZE_HELD) {
-        for (const id of await heldIds()) {
-          if (!frozen.has(id)) await setFrozen(NODE_CGROUP, id, true);
-          frozen.add(id);
-        }
-      }
       const creates: number[] = [];
       for (let i = 0; i < 5; i++) {
         let s: Sandbox | undefined;
@@ -189,10 +193,9 @@ async function nodeLevel(): Promise<void> {
         await s!.kill();
       }
       say(
-        `| ${held.length}${FREEZE_HELD ? ' (frozen)' : ''} | ${percentile(creates, 50).toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${gib(await memAvailable())} |`,
+        `| ${held.length} | ${percentile(creates, 50).toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${gib(await memAvailable())} |`,
       );
     }
-    for (const id of frozen) await setFrozen(NODE_CGROUP, id, false).catch(() => undefined);
   } finally {
     for (let i = 0; i < held.length; i += 20) {
       await Promise.all(held.slice(i, i + 20).map((s) => s.kill().catch(() => undefined)));

@@ -30,7 +30,8 @@ export interface WarmPoolOptions {
  */
 export class SandboxWarmPool {
   private readonly ready = new Map<string, PooledSandbox[]>();
-  private readonly filling = new Set<string>();
+  /** Refills under way, by pool key: close() waits for them, or a restore finishing late would outlive the node. */
+  private readonly filling = new Map<string, Promise<void>>();
   private closed = false;
 
   constructor(private readonly opts: WarmPoolOptions) {}
@@ -46,12 +47,12 @@ export class SandboxWarmPool {
   fill(template: ResolvedTemplate): void {
     const key = poolKey(template);
     if (this.closed || this.opts.size === 0 || !template.capture || this.filling.has(key)) return;
-    this.filling.add(key);
-    void this.refill({ ...template, capture: template.capture })
+    const refill = this.refill({ ...template, capture: template.capture })
       .catch((err) =>
         this.opts.logger.warn({ err, template: template.templateId }, 'warm pool refill failed'),
       )
       .finally(() => this.filling.delete(key));
+    this.filling.set(key, refill);
   }
 
   private async refill(template: ResolvedTemplate & { capture: Capture }): Promise<void> {
@@ -124,6 +125,7 @@ export class SandboxWarmPool {
 
   async close(): Promise<void> {
     this.closed = true;
+    await Promise.all(this.filling.values());
     const all = [...this.ready.values()].flat();
     this.ready.clear();
     await this.discard(all);

@@ -1,4 +1,5 @@
 import { cp, mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readCapture, CAPTURE_META_FILE, type Capture } from '../runtime/index.js';
 import { CacheFullError, SnapshotError } from './errors.js';
@@ -168,9 +169,11 @@ export class RuntimeCache {
   }
 
   /**
-   * Moves a capture directory that was just stored as snapshot `id` into the cache (a rename on
-   * the same filesystem), so restoring or forking from it needs no rebuild. The directory is
-   * gone from where it was afterwards. CacheFullError leaves it in place.
+   * Moves a capture directory that was just stored as snapshot `id` into the cache, so restoring
+   * or forking from it needs no rebuild and reads the very files (inodes, page cache) the
+   * checkpoint wrote: a rename on the same filesystem. Only across filesystems (EXDEV) are the
+   * bytes copied, into a sibling renamed into place, so the entry is complete or absent. The
+   * directory is gone from where it was afterwards. CacheFullError leaves it in place.
    */
   async adopt(id: string, captureDir: string): Promise<Capture> {
     checkSnapshotId(id);
@@ -187,7 +190,7 @@ export class RuntimeCache {
       await rm(dest, { recursive: true, force: true });
       await rename(captureDir, dest).catch(async (e: NodeJS.ErrnoException) => {
         if (e.code !== 'EXDEV') throw e;
-        await cp(captureDir, dest, { recursive: true });
+        await copyInto(captureDir, dest);
         await rm(captureDir, { recursive: true, force: true });
       });
       const capture: Capture = { dir: dest, meta: src.meta };
@@ -195,6 +198,17 @@ export class RuntimeCache {
       return capture;
     } finally {
       this.reserved -= bytes;
+    }
+  }
+
+  /** adopt(), or false when the cache has no room (the directory then stays where it is). */
+  async offer(id: string, captureDir: string): Promise<boolean> {
+    try {
+      await this.adopt(id, captureDir);
+      return true;
+    } catch (e) {
+      if (e instanceof CacheFullError) return false;
+      throw e;
     }
   }
 
@@ -252,5 +266,17 @@ export class RuntimeCache {
       this.entries.delete(v.id);
       await rm(v.capture.dir, { recursive: true, force: true });
     }
+  }
+}
+
+/** A copy of directory `src` at `dest`, assembled beside it and renamed: complete or absent. */
+async function copyInto(src: string, dest: string): Promise<void> {
+  const partial = `${dest}.partial-${randomBytes(4).toString('hex')}`;
+  try {
+    await cp(src, partial, { recursive: true });
+    await rename(partial, dest);
+  } catch (e) {
+    await rm(partial, { recursive: true, force: true });
+    throw e;
   }
 }

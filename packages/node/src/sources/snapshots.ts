@@ -43,7 +43,8 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
     });
     const info: SnapshotInfo = { ...base, snapshotID: stored.snapshotId, createdAt: now, updatedAt: now };
     // The capture is already on this node: keep it as the cache entry instead of rebuilding it.
-    await this.cache.adopt(stored.snapshotId, captureDir);
+    // A cache full of captures in use only means a later restore rebuilds it; the snapshot stands.
+    await this.cache.offer(stored.snapshotId, captureDir);
     return info;
   }
 

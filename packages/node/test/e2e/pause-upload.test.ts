@@ -5,13 +5,11 @@
  */
 import { Sandbox } from 'e2b';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect, type Server, type Socket } from 'node:net';
-import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
+import { s3RepositoryToml, startS3, StallingRelay, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
@@ -25,58 +23,6 @@ import {
 /** The relay's port: helper 25's range (the node reaches S3 only through it). */
 const RELAY_PORT = 22501;
 
-/**
- * Relays TCP to S3. Stalled, it swallows whatever the node sends, so requests hang as on a
- * stuck network; `held` counts what it swallowed. Connections open when it stalls are cut, so no
- * request is half through.
- */
-class StallingRelay {
-  stalled = false;
-  held = 0;
-  private readonly sockets = new Set<Socket>();
-  private readonly server: Server;
-
-  constructor(upstreamPort: number) {
-    this.server = createServer((client) => {
-      const up = connect(upstreamPort, '127.0.0.1');
-      const end = () => {
-        for (const s of [client, up]) {
-          s.destroy();
-          this.sockets.delete(s);
-        }
-      };
-      for (const s of [client, up]) {
-        this.sockets.add(s);
-        s.on('close', end).on('error', end);
-      }
-      client.on('data', (d) => (this.stalled ? this.held++ : up.write(d)));
-      up.on('data', (d) => client.write(d));
-    });
-  }
-
-  async listen(port: number): Promise<void> {
-    this.server.listen(port, '127.0.0.1');
-    await once(this.server, 'listening');
-  }
-
-  stall(): void {
-    this.stalled = true;
-    this.held = 0;
-    for (const s of this.sockets) s.destroy();
-  }
-
-  flow(): void {
-    this.stalled = false;
-    for (const s of this.sockets) s.destroy();
-  }
-
-  async close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    this.server.close();
-    await once(this.server, 'close');
-  }
-}
-
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-pause-upload-'));
 
 function configFile(s3: S3Server): string {
@@ -84,16 +30,11 @@ function configFile(s3: S3Server): string {
   writeFileSync(
     file,
     [
-      '[snapshot]',
-      'repository_backend = "oss"',
-      '[backend.oss]',
-      `endpoint = "http://127.0.0.1:${RELAY_PORT}"`,
-      `bucket = "${s3.bucket}"`,
-      'region = "us-east-1"',
-      'prefix = "pause-upload-test"',
-      'addressing_style = "path"',
-      'access_key_id = "S3RVER"',
-      'access_key_secret = "S3RVER"',
+      ...s3RepositoryToml({
+        endpoint: `http://127.0.0.1:${RELAY_PORT}`,
+        bucket: s3.bucket,
+        prefix: 'pause-upload-test',
+      }),
       '',
     ].join('\n'),
   );

@@ -1,39 +1,12 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FAKE_API_KEY, fakeApp, FakeNode, type FakeApp } from '@agentenv/test-support/fakes';
+import { describe, expect, it } from 'vitest';
+import { FAKE_API_KEY, useFakeApp } from '@agentenv/test-support/fakes';
 
 /** One node and app for the file (building an app takes a while); each test kills what it made. */
-let node: FakeNode;
-let app: FakeApp;
-let close: () => Promise<void>;
-
-beforeAll(async () => {
-  node = new FakeNode({ maxSandboxes: 3 });
-  ({ app, close } = await fakeApp(node));
-});
-
-afterAll(() => close());
-
-afterEach(async () => {
-  node.driver.faults.clear();
-  for (const r of node.orchestrator.list()) await node.orchestrator.kill(r.sandboxId);
-});
-
-async function api() {
-  const call = async (method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payload?: unknown) => {
-    const r = await app.inject({
-      method,
-      url,
-      headers: { 'x-api-key': FAKE_API_KEY },
-      ...(payload !== undefined ? { payload: payload as object } : {}),
-    });
-    return { status: r.statusCode, headers: r.headers, json: r.body ? r.json() : undefined };
-  };
-  return { node, app, call };
-}
+const fake = useFakeApp({ maxSandboxes: 3 });
 
 describe('API routes over the orchestrator', () => {
   it('needs the API key except on /health', async () => {
-    const { app } = await api();
+    const { app } = fake;
     expect((await app.inject({ url: '/health' })).statusCode).toBe(204);
     const r = await app.inject({ url: '/v2/sandboxes' });
     expect(r.statusCode).toBe(401);
@@ -44,7 +17,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('creates, reads, lists and kills sandboxes', async () => {
-    const { call, node } = await api();
+    const { call, node } = fake;
     const created = await call('POST', '/v2/sandboxes', { templateID: 'base', metadata: { a: 'b' } });
     expect(created.status).toBe(201);
     const id = created.json.sandboxID as string;
@@ -72,7 +45,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('refuses creates beyond capacity with 429 and Retry-After', async () => {
-    const { call } = await api();
+    const { call } = fake;
     for (let i = 0; i < 3; i++) expect((await call('POST', '/sandboxes', {})).status).toBe(201);
     const refused = await call('POST', '/sandboxes', {});
     expect(refused.status).toBe(429);
@@ -81,7 +54,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('answers a runtime failure of a create as a 500 that says what failed', async () => {
-    const { call, node } = await api();
+    const { call, node } = fake;
     node.driver.faults.failNext('restore');
     expect(await call('POST', '/sandboxes', {})).toMatchObject({
       status: 500,
@@ -90,7 +63,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('pauses and resumes through connect and the old resume, with their statuses', async () => {
-    const { call } = await api();
+    const { call } = fake;
     const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;
     expect((await call('POST', `/sandboxes/${id}/pause`)).status).toBe(204);
     expect(await call('POST', `/sandboxes/${id}/pause`)).toMatchObject({
@@ -104,7 +77,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('forks, with a failed child as an error body from the one mapping', async () => {
-    const { call, node } = await api();
+    const { call, node } = fake;
     const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;
     node.driver.faults.failNext('restore');
     const r = await call('POST', `/sandboxes/${id}/fork`, { count: 3 });
@@ -121,7 +94,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('snapshots a sandbox and starts another from it; lists them', async () => {
-    const { call } = await api();
+    const { call } = fake;
     const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;
     const snap = await call('POST', `/sandboxes/${id}/snapshots`, { name: 'mine' });
     expect(snap).toMatchObject({ status: 201, json: { names: ['mine'], sandboxID: id } });
@@ -132,7 +105,7 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('names the field of a bad request and an unknown template', async () => {
-    const { call } = await api();
+    const { call } = fake;
     expect(await call('POST', '/sandboxes', { timeout: 0 })).toMatchObject({
       status: 400,
       json: { message: expect.stringMatching(/timeout/) },
@@ -146,13 +119,13 @@ describe('API routes over the orchestrator', () => {
   });
 
   it('starts a sandbox straight from an image', async () => {
-    const { call } = await api();
+    const { call } = fake;
     const r = await call('POST', '/sandboxes-cold', { image: 'busybox:1', memoryMB: 256 });
     expect(r).toMatchObject({ status: 201, json: { templateID: 'busybox:1' } });
   });
 
   it('reports lifecycle events and states in /metrics', async () => {
-    const { call, app } = await api();
+    const { call, app } = fake;
     const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;
     await call('POST', `/sandboxes/${id}/pause`);
     const text = (await app.inject({ url: '/metrics' })).body;

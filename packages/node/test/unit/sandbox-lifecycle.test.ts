@@ -1,5 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { FAKE_API_KEY, fakeApp, FakeNode, type FakeApp } from '@agentenv/test-support/fakes';
+import { describe, expect, it } from 'vitest';
+import { useFakeApp } from '@agentenv/test-support/fakes';
 import { parseLifecycle } from '../../src/api/lifecycle.js';
 import { expiryAction } from '../../src/orchestrator/expiry.js';
 import type { SandboxRecord } from '../../src/orchestrator/index.js';
@@ -55,28 +55,8 @@ describe('create-body lifecycle (E2B autoPause, autoPauseMemory, autoResume)', (
 });
 
 describe('lifecycle over the API', () => {
-  let node: FakeNode;
-  let app: FakeApp;
-  let close: () => Promise<void>;
-
-  beforeAll(async () => {
-    node = new FakeNode({ maxSandboxes: 3 });
-    ({ app, close } = await fakeApp(node));
-  });
-  afterAll(() => close());
-  afterEach(async () => {
-    for (const r of node.orchestrator.list()) await node.orchestrator.kill(r.sandboxId);
-  });
-
-  const call = async (method: 'GET' | 'POST', url: string, payload?: unknown) => {
-    const r = await app.inject({
-      method,
-      url,
-      headers: { 'x-api-key': FAKE_API_KEY },
-      ...(payload !== undefined ? { payload: payload as object } : {}),
-    });
-    return { status: r.statusCode, json: r.body ? r.json() : undefined };
-  };
+  const fake = useFakeApp({ maxSandboxes: 3 });
+  const { call } = fake;
 
   it('answers 400 for impossible combinations and creates nothing', async () => {
     const bodies: [object, string][] = [
@@ -94,7 +74,7 @@ describe('lifecycle over the API', () => {
       expect(r.json.message).toContain(message);
     }
     expect(await call('POST', '/v2/sandboxes', { autoPauseMemory: 'no' })).toMatchObject({ status: 400 });
-    expect(node.orchestrator.list()).toHaveLength(0);
+    expect(fake.node.orchestrator.list()).toHaveLength(0);
   });
 
   it('reads the lifecycle back and keeps autoPauseMemory in the record', async () => {
@@ -109,21 +89,21 @@ describe('lifecycle over the API', () => {
       onTimeout: 'pause',
       autoResume: false,
     });
-    expect(node.orchestrator.get(fsOnly).autoPauseMemory).toBe(false);
+    expect(fake.node.orchestrator.get(fsOnly).autoPauseMemory).toBe(false);
     const resumes = (await call('POST', '/v2/sandboxes', { autoResume: { enabled: true } })).json
       .sandboxID as string;
     expect((await call('GET', `/sandboxes/${resumes}`)).json.lifecycle).toEqual({
       onTimeout: 'pause',
       autoResume: true,
     });
-    expect(node.orchestrator.get(resumes).autoPauseMemory).toBeUndefined();
+    expect(fake.node.orchestrator.get(resumes).autoPauseMemory).toBeUndefined();
   });
 
   it('takes a pause with no body, {} and {memory: true} as a memory pause', async () => {
     for (const payload of [undefined, {}, { memory: true }]) {
       const id = (await call('POST', '/v2/sandboxes', {})).json.sandboxID as string;
       expect((await call('POST', `/sandboxes/${id}/pause`, payload)).status).toBe(204);
-      const rec = node.orchestrator.get(id);
+      const rec = fake.node.orchestrator.get(id);
       expect(rec.state).toBe('paused');
       expect(rec.pauseKind).toBeUndefined();
       expect((await call('POST', `/v2/sandboxes/${id}/connect`, { timeout: 60 })).status).toBe(201);

@@ -103,4 +103,20 @@ describe('warm pool', () => {
     expect(node.driver.running()).toHaveLength(1);
     expect(node.slots.used).toBe(1);
   });
+
+  it('closing it waits for a refill under way and kills the sandbox it restored', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    await node.create();
+    const refill = node.driver.faults.hold('restore');
+    await node.create();
+    await refill.reached;
+    let closed = false;
+    const closing = node.pool.close().then(() => (closed = true));
+    await new Promise((r) => setImmediate(r));
+    expect(closed).toBe(false);
+    refill.release();
+    await closing;
+    expect(node.driver.running()).toHaveLength(2);
+    expect(node.slots.used).toBe(2);
+  });
 });

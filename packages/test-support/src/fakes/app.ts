@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import {
   BuildFiles,
   BuiltTemplates,
@@ -10,7 +11,7 @@ import {
   VolumeStore,
 } from '@agentenv/node';
 import { buildApp, MetricsHistory, NodeMetrics, SandboxEventLog, SandboxProxy } from '@agentenv/node/server';
-import type { FakeNode } from './node.js';
+import { FakeNode, type FakeNodeOptions } from './node.js';
 import { MemoryObjectRepository } from './repository.js';
 
 export const FAKE_API_KEY = 'e2b_0123456789abcdef';
@@ -74,4 +75,36 @@ export async function fakeApp(
       await rm(scratch, { recursive: true, force: true });
     },
   };
+}
+
+export type FakeAppMethod = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/**
+ * One FakeNode and its app for the enclosing describe block (or file): building an app takes a
+ * while, so tests share it, and after each test the node's faults are cleared and every sandbox
+ * it holds is killed. `node` and `app` are set before the first test; `call` sends an
+ * authenticated request and returns its status, headers and JSON body.
+ */
+export function useFakeApp(options: FakeNodeOptions = {}) {
+  const ctx = {} as { node: FakeNode; app: FakeApp };
+  let close: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    ctx.node = new FakeNode(options);
+    ({ app: ctx.app, close } = await fakeApp(ctx.node));
+  });
+  afterAll(() => close?.());
+  afterEach(async () => {
+    ctx.node.driver.faults.clear();
+    for (const r of ctx.node.orchestrator.list()) await ctx.node.orchestrator.kill(r.sandboxId);
+  });
+  const call = async (method: FakeAppMethod, url: string, payload?: unknown) => {
+    const r = await ctx.app.inject({
+      method,
+      url,
+      headers: { 'x-api-key': FAKE_API_KEY },
+      ...(payload !== undefined ? { payload: payload as object } : {}),
+    });
+    return { status: r.statusCode, headers: r.headers, json: r.body ? r.json() : undefined };
+  };
+  return Object.assign(ctx, { call });
 }

@@ -195,3 +195,19 @@ export function waitExit(
     child.on('exit', (code, signal) => resolve({ code, signal, stdout, stderr })),
   );
 }
+
+/** Node config lines that put the snapshot repository on S3 (s3rver's fixed credentials). */
+export function s3RepositoryToml(o: { endpoint: string; bucket: string; prefix: string }): string[] {
+  return [
+    '[snapshot]',
+    'repository_backend = "oss"',
+    '[backend.oss]',
+    `endpoint = "${o.endpoint}"`,
+    `bucket = "${o.bucket}"`,
+    'region = "us-east-1"',
+    `prefix = "${o.prefix}"`,
+    'addressing_style = "path"',
+    'access_key_id = "S3RVER"',
+    'access_key_secret = "S3RVER"',
+  ];
+}

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Capture } from '../../runtime/index.js';
-import { CacheFullError, type RuntimeCache, type SnapshotStore } from '../../snapshot/index.js';
+import type { RuntimeCache, SnapshotStore } from '../../snapshot/index.js';
 import { readSandboxRecord, type SandboxRecord } from '../record.js';
 import type { PauseRepository } from '../seams.js';
 
@@ -37,14 +37,8 @@ export class RepositoryPauses implements PauseRepository {
     return stored.snapshotId;
   }
 
-  async keep(pauseId: string, captureDir: string): Promise<boolean> {
-    try {
-      await this.cache.adopt(pauseId, captureDir);
-      return true;
-    } catch (e) {
-      if (e instanceof CacheFullError) return false;
-      throw e;
-    }
+  keep(pauseId: string, captureDir: string): Promise<boolean> {
+    return this.cache.offer(pauseId, captureDir);
   }
 
   async claim(pauseId: string): Promise<boolean> {

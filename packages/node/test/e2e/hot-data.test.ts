@@ -1,0 +1,163 @@
+/**
+ * One copy of hot data on a node: a capture taken here enters the runtime cache by a rename, so
+ * the cache entry is the very files the checkpoint wrote (same inodes, one link each), and every
+ * restore reads that entry in place: no second copy of its bytes appears on the node's disk. The
+ * repository is S3 behind a relay the test stalls, so the capture can be looked at before it is
+ * stored (and no posix_fs chunk files sit on the same disk).
+ */
+import { Sandbox } from 'e2b';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
+import { s3RepositoryToml, startS3, StallingRelay, type S3Server } from '@agentenv/test-support/snapshot';
+import {
+  api,
+  cleanSandboxes,
+  removeState,
+  RUNTIME_PATH,
+  startServer,
+  TEST_HOME,
+  useSdkEnv,
+  type TestServer,
+} from '@agentenv/test-support/server';
+
+/** Helper 4's port range: the node reaches S3 only through this relay. */
+const RELAY_PORT = 19401;
+const CACHE = path.join(TEST_HOME, 'snapshot-cache');
+const CAPTURE_META = 'capture.json';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'aenv-hot-data-'));
+
+function configFile(s3: S3Server): string {
+  const file = path.join(dir, 'oss.toml');
+  const endpoint = `http://127.0.0.1:${RELAY_PORT}`;
+  writeFileSync(
+    file,
+    [...s3RepositoryToml({ endpoint, bucket: s3.bucket, prefix: 'hot-data-test' }), ''].join('\n'),
+  );
+  return file;
+}
+
+/** The sandbox's complete local capture (capture.json is written last), if there is one. */
+function completeCapture(sandboxId: string): string | undefined {
+  const d = path.join(TEST_HOME, 'captures', sandboxId);
+  if (!existsSync(d)) return undefined;
+  return readdirSync(d)
+    .map((n) => path.join(d, n))
+    .find((c) => existsSync(path.join(c, CAPTURE_META)));
+}
+
+const localCaptures = (sandboxId: string) => {
+  const d = path.join(TEST_HOME, 'captures', sandboxId);
+  return existsSync(d) ? readdirSync(d) : [];
+};
+
+type FileIds = Record<string, { ino: number; nlink: number; size: number }>;
+
+/** Inode, link count and size of each file the runtime wrote into a capture directory. */
+async function captureFiles(capture: string): Promise<FileIds> {
+  const out: FileIds = {};
+  for (const name of (await readdir(capture)).sort()) {
+    if (name === CAPTURE_META) continue;
+    const st = await stat(path.join(capture, name));
+    out[name] = { ino: st.ino, nlink: st.nlink, size: st.size };
+  }
+  return out;
+}
+
+/** Every distinct file (dev:ino) of exactly `size` bytes under the node's home and runtime dir. */
+async function filesOfSize(size: number): Promise<string[]> {
+  const found = new Set<string>();
+  for (const root of [TEST_HOME, RUNTIME_PATH]) {
+    if (!existsSync(root)) continue;
+    for (const ent of await readdir(root, { withFileTypes: true, recursive: true })) {
+      if (!ent.isFile()) continue;
+      const st = await stat(path.join(ent.parentPath, ent.name)).catch(() => null);
+      if (st?.size === size) found.add(`${st.dev}:${st.ino}`);
+    }
+  }
+  return [...found].sort();
+}
+
+const largest = (f: FileIds) => Object.values(f).sort((a, b) => b.size - a.size)[0]!;
+
+describe('one copy of a capture taken on this node', () => {
+  let s3: S3Server | undefined;
+  let relay: StallingRelay | undefined;
+  let server: TestServer | undefined;
+  let src: Sandbox | undefined;
+
+  beforeAll(async () => {
+    s3 = await startS3();
+    relay = new StallingRelay(Number(new URL(s3.endpoint).port));
+    await relay.listen(RELAY_PORT);
+    removeState();
+    useSdkEnv();
+    server = await startServer({ AENV_CONFIG_PATH: configFile(s3), AENV_POOL_SIZE: '0' });
+    src = await Sandbox.create({ timeoutMs: 600_000 });
+    await src.files.write('/tmp/hot', 'one copy');
+  });
+  afterAll(async () => {
+    relay?.flow();
+    await cleanSandboxes().catch(() => undefined);
+    await server?.stop();
+    removeState();
+    await relay?.close();
+    await s3?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a snapshot is cached as the files its checkpoint wrote, and restores read them in place', async () => {
+    relay!.stall();
+    const taking = api('POST', `/sandboxes/${src!.sandboxId}/snapshots`, {});
+    // Storing waits on S3, so the capture stays where the checkpoint put it.
+    const capture = await eventually(() => {
+      const c = completeCapture(src!.sandboxId);
+      expect(c).toBeDefined();
+      return c!;
+    });
+    const written = await captureFiles(capture);
+    await eventually(() => expect(relay!.held).toBeGreaterThan(0));
+    relay!.flow();
+    const taken = await taking;
+    expect(taken.status).toBe(201);
+    const snapshotId = String(taken.json.snapshotID);
+
+    const entry = path.join(CACHE, snapshotId);
+    expect(await captureFiles(entry)).toEqual(written);
+    expect(Object.values(written).map((f) => f.nlink)).toEqual(Object.values(written).map(() => 1));
+    expect(localCaptures(src!.sandboxId)).toEqual([]);
+
+    const memory = largest(written);
+    const copies = await filesOfSize(memory.size);
+    const kids = await Promise.all([1, 2].map(() => Sandbox.create(snapshotId)));
+    for (const k of kids) expect(await k.files.read('/tmp/hot')).toBe('one copy');
+    // Two sandboxes restored from the entry, and still the same files and no copy of them.
+    expect(await filesOfSize(memory.size)).toEqual(copies);
+    expect(await captureFiles(entry)).toEqual(written);
+    await Promise.all(kids.map((k) => k.kill()));
+  });
+
+  it('a pause is cached as the files its checkpoint wrote once S3 holds it, and resumes from them', async () => {
+    relay!.stall();
+    expect((await api('POST', `/sandboxes/${src!.sandboxId}/pause`)).status).toBe(204);
+    const capture = completeCapture(src!.sandboxId);
+    expect(capture).toBeDefined();
+    const written = await captureFiles(capture!);
+    await eventually(() => expect(relay!.held).toBeGreaterThan(0));
+    relay!.flow();
+    await eventually(() => expect(localCaptures(src!.sandboxId)).toEqual([]), { timeoutMs: 60_000 });
+
+    const cached = await Promise.all(
+      readdirSync(CACHE).map(async (id) => ({ id, files: await captureFiles(path.join(CACHE, id)) })),
+    );
+    const entries = cached.filter((c) => largest(c.files).ino === largest(written).ino);
+    expect(entries.map((e) => e.files)).toEqual([written]);
+
+    const resumed = await Sandbox.connect(src!.sandboxId);
+    expect(await resumed.files.read('/tmp/hot')).toBe('one copy');
+  });
+});
