@@ -16,6 +16,7 @@
  * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10]
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
@@ -232,6 +233,8 @@ try {
     AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
     AENV_POOL_SIZE: '0',
     AENV_MAX_SANDBOXES: String(Math.max(...STEPS) + 50),
+    // Each sandbox is 1 GiB nominal: 200 of them are 8× this host's memory, past the default 4×.
+    AENV_MEMORY_OVERCOMMIT: String(Math.ceil(((Math.max(...STEPS) + 50) * 2 ** 30) / totalmem())),
   });
   useSdkEnv(`http://127.0.0.1:${PORT}`);
   await (await Sandbox.create()).kill();
