@@ -172,7 +172,24 @@ async function nodeLevel(): Promise<void> {
       held.push(await Sandbox.create(LONG));
     }
   };
+  /** Create p50 with `n` idle sandboxes held (each create killed again), as a table row. */
+  let firstP50: number | undefined;
+  const step = async (n: number) => {
+    await hold(n);
+    const creates: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      let s: Sandbox | undefined;
+      creates.push(await timeMs(async () => (s = await Sandbox.create())));
+      await s!.kill();
+    }
+    const p50 = percentile(creates, 50);
+    firstP50 ??= p50;
+    return `| ${held.length} | ${p50.toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${(p50 / firstP50).toFixed(2)}× | ${gib(await memAvailable())} |`;
+  };
   try {
+    // Steps below IDLE are taken before the idle sandboxes exist, so a 0 step means an empty node.
+    const rows: string[] = [];
+    for (const n of STEPS.filter((n) => n < IDLE)) rows.push(await step(n));
     await hold(IDLE);
     const ids = await heldIds();
     const n = await allFrozen(NODE_CGROUP, ids);
@@ -183,20 +200,10 @@ async function nodeLevel(): Promise<void> {
     const sizes = await Promise.all(ids.map((id) => pss(NODE_CGROUP, id)));
     say(`node: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`);
     say('');
-    say('| idle sandboxes held | create p50 | create p95 | memory available |');
-    say('|---|---|---|---|');
-    for (const step of STEPS) {
-      await hold(step);
-      const creates: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        let s: Sandbox | undefined;
-        creates.push(await timeMs(async () => (s = await Sandbox.create())));
-        await s!.kill();
-      }
-      say(
-        `| ${held.length} | ${percentile(creates, 50).toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${gib(await memAvailable())} |`,
-      );
-    }
+    say('| idle sandboxes held | create p50 | create p95 | p50 / first step | memory available |');
+    say('|---|---|---|---|---|');
+    for (const r of rows) say(r);
+    for (const n of STEPS.filter((n) => n >= IDLE)) say(await step(n));
   } finally {
     for (let i = 0; i < held.length; i += 20) {
       await Promise.all(held.slice(i, i + 20).map((s) => s.kill().catch(() => undefined)));
