@@ -16,6 +16,7 @@
  * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10]
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
@@ -171,7 +172,24 @@ async function nodeLevel(): Promise<void> {
       held.push(await Sandbox.create(LONG));
     }
   };
+  /** Create p50 with `n` idle sandboxes held (each create killed again), as a table row. */
+  let firstP50: number | undefined;
+  const step = async (n: number) => {
+    await hold(n);
+    const creates: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      let s: Sandbox | undefined;
+      creates.push(await timeMs(async () => (s = await Sandbox.create())));
+      await s!.kill();
+    }
+    const p50 = percentile(creates, 50);
+    firstP50 ??= p50;
+    return `| ${held.length} | ${p50.toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${(p50 / firstP50).toFixed(2)}× | ${gib(await memAvailable())} |`;
+  };
   try {
+    // Steps below IDLE are taken before the idle sandboxes exist, so a 0 step means an empty node.
+    const rows: string[] = [];
+    for (const n of STEPS.filter((n) => n < IDLE)) rows.push(await step(n));
     await hold(IDLE);
     const ids = await heldIds();
     const n = await allFrozen(NODE_CGROUP, ids);
@@ -182,20 +200,10 @@ async function nodeLevel(): Promise<void> {
     const sizes = await Promise.all(ids.map((id) => pss(NODE_CGROUP, id)));
     say(`node: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`);
     say('');
-    say('| idle sandboxes held | create p50 | create p95 | memory available |');
-    say('|---|---|---|---|');
-    for (const step of STEPS) {
-      await hold(step);
-      const creates: number[] = [];
-      for (let i = 0; i < 5; i++) {
-        let s: Sandbox | undefined;
-        creates.push(await timeMs(async () => (s = await Sandbox.create())));
-        await s!.kill();
-      }
-      say(
-        `| ${held.length} | ${percentile(creates, 50).toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${gib(await memAvailable())} |`,
-      );
-    }
+    say('| idle sandboxes held | create p50 | create p95 | p50 / first step | memory available |');
+    say('|---|---|---|---|---|');
+    for (const r of rows) say(r);
+    for (const n of STEPS.filter((n) => n >= IDLE)) say(await step(n));
   } finally {
     for (let i = 0; i < held.length; i += 20) {
       await Promise.all(held.slice(i, i + 20).map((s) => s.kill().catch(() => undefined)));
@@ -232,6 +240,8 @@ try {
     AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
     AENV_POOL_SIZE: '0',
     AENV_MAX_SANDBOXES: String(Math.max(...STEPS) + 50),
+    // Each sandbox is 1 GiB nominal: 200 of them are 8× this host's memory, past the default 4×.
+    AENV_MEMORY_OVERCOMMIT: String(Math.ceil(((Math.max(...STEPS) + 50) * 2 ** 30) / totalmem())),
   });
   useSdkEnv(`http://127.0.0.1:${PORT}`);
   await (await Sandbox.create()).kill();

@@ -8,7 +8,7 @@ import { handleEventStream, handleNode, handleNodes, handleSandboxEvents } from 
 import { handleCreate } from './handlers/create.js';
 import { handleFork } from './handlers/fork.js';
 import { handleList } from './handlers/list.js';
-import { handleResume, handleSandboxCall } from './handlers/sandbox.js';
+import { handleResume, handleSandboxCall, handleSnapshot } from './handlers/sandbox.js';
 import { handleTemplate, handleAnyNode } from './handlers/shared.js';
 import { handleTraffic, handleTrafficUpgrade } from './handlers/traffic.js';
 import { classify, type ControlRoute } from './routing/classify.js';
@@ -48,6 +48,8 @@ async function control(ctx: GatewayContext, req: ClientRequest, res: ClientRespo
       return handleFork(ctx, req, res, route.sandboxId);
     case 'resume':
       return handleResume(ctx, req, res, route.sandboxId);
+    case 'snapshot':
+      return handleSnapshot(ctx, req, res, route.sandboxId);
     case 'sandbox':
       return handleSandboxCall(ctx, req, res, route.sandboxId);
     case 'template':

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Clock } from './clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
+import { confirmed, snapshotKeys, withAnnounced } from './captures.js';
 import { nodeStatus, type Watch } from './health.js';
 import {
   NO_RESERVATION,
@@ -14,7 +15,7 @@ import {
   type RosterEntry,
 } from './model.js';
 import { reconcileRoster } from './roster.js';
-import type { SchedulerSettings } from './settings.js';
+import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
 
 /** What a node reports every interval. */
@@ -47,6 +48,8 @@ const MAX_CACHE_KEYS = 4096;
 /** Chunk keys indexed per node; a longer list is cut (the node's own bound should be lower). */
 export const MAX_CHUNK_KEYS = 4096;
 const MAX_KEY_LENGTH = 256;
+/** Names of one announced snapshot (a node's API gives a snapshot at most one when it is taken). */
+const MAX_SNAPSHOT_NAMES = 16;
 
 /**
  * Nodes join by heartbeating and are known from then on. A heartbeat replaces the node's record
@@ -167,7 +170,7 @@ export class Membership {
     // Heard as it is written: a slow store must not make a fresh heartbeat look old.
     const heard = { ...record, lastHeartbeatMs: this.clock.now() };
     await this.store.putNode(heard, hb.roster);
-    await this.endReported(hb.nodeId, hb.roster);
+    await Promise.all([this.endReported(hb.nodeId, hb.roster), this.endAnnounced(hb.nodeId, hb.cacheKeys)]);
     return { status: this.statusOf(heard, drains.get(hb.nodeId), heard.lastHeartbeatMs) };
   }
 
@@ -180,6 +183,31 @@ export class Membership {
     await Promise.all(ended.map((r) => this.store.takeReservation(r.id)));
   }
 
+  /** Announced captures the node's own report now lists. */
+  private async endAnnounced(nodeId: string, cacheKeys: readonly string[]): Promise<void> {
+    const ended = confirmed(nodeId, cacheKeys, await this.store.listAnnouncedCaptures());
+    if (ended.length) await this.store.deleteAnnouncedCaptures(ended);
+  }
+
+  /**
+   * A snapshot a node has just taken (its runtime cache holds it): placement counts it there at
+   * once, before the node's heartbeats can list it (captures.ts says why).
+   */
+  async announceSnapshot(nodeId: string, snapshotId: string, names: readonly string[]): Promise<void> {
+    if (!snapshotId) throw invalid('invalid snapshot_id: required');
+    if (names.length > MAX_SNAPSHOT_NAMES || names.some((n) => !n))
+      throw invalid(`invalid snapshot_names: at most ${MAX_SNAPSHOT_NAMES}, none empty`);
+    const keys = snapshotKeys(snapshotId, names);
+    const long = keys.find((k) => k.length > MAX_KEY_LENGTH);
+    if (long !== undefined)
+      throw invalid(
+        `invalid snapshot id or name '${long.slice(0, 64)}': its key exceeds ${MAX_KEY_LENGTH} characters`,
+      );
+    if (!(await this.store.getNode(nodeId))) throw notFound(`node ${nodeId} is not registered`);
+    const expiresMs = this.clock.now() + REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs;
+    await this.store.putAnnouncedCaptures(keys.map((key) => ({ nodeId, key, expiresMs })));
+  }
+
   /** Drain: no more placements on the node's current boot. */
   async unregister(nodeId: string): Promise<void> {
     const node = await this.store.getNode(nodeId);
@@ -189,15 +217,16 @@ export class Membership {
 
   /** Every known node (and expected nodes not heard from yet), with its status now. */
   async views(): Promise<NodeView[]> {
-    const [nodes, drains, reservations] = await Promise.all([
+    const [nodes, drains, reservations, announced] = await Promise.all([
       this.store.listNodes(),
       this.store.drains(),
       this.store.listReservations(),
+      this.store.listAnnouncedCaptures(),
     ]);
     const reserved = reservedByNode(reservations);
     const now = this.clock.now();
     const views = nodes.map((node) => ({
-      node,
+      node: withAnnounced(node, announced),
       status: this.statusOf(node, drains.get(node.nodeId), now),
       reserved: reserved.get(node.nodeId) ?? NO_RESERVATION,
       expected: this.expected.has(node.nodeId),

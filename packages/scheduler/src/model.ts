@@ -110,6 +110,17 @@ export interface Reservation {
   sandboxIds?: string[];
 }
 
+/**
+ * A capture a node holds that its heartbeats do not list yet (a snapshot it just took, reported by
+ * the gateway): placement counts it as in the node's cache until a heartbeat lists it or it expires.
+ */
+export interface AnnouncedCapture {
+  nodeId: string;
+  /** As `captureKey` builds it. */
+  key: string;
+  expiresMs: number;
+}
+
 export interface SandboxEvent {
   eventId: string;
   sandboxId: string;

@@ -6,7 +6,7 @@ import type { Membership } from './membership.js';
 import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
 import type { PlacementRequest } from './placement/candidate.js';
 import { place } from './placement/place.js';
-import type { SchedulerSettings } from './settings.js';
+import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
 
 export interface ScheduleInput {
@@ -53,8 +53,6 @@ export interface PlacementObserver {
 }
 
 const MAX_COUNT = 1024;
-/** Heartbeat intervals an assigned reservation waits for the node's roster to list its sandboxes. */
-export const REPORT_GRACE_INTERVALS = 3;
 /** Seconds a client should wait after `capacity`: about one start's time. */
 const RETRY_AFTER_SECS = 1;
 
@@ -149,7 +147,8 @@ export class Placements {
 
   /**
    * Binds started sandboxes to their node (until its roster takes over); the reservation ends
-   * when the node's roster lists them.
+   * when the node's roster lists them, at once when a roster already has (one sent during their
+   * start): the node's load counts them then, and the reservation would count them twice.
    */
   async recordAssignment(a: AssignmentInput): Promise<void> {
     if (a.sandboxIds.length === 0 || a.sandboxIds.length > MAX_COUNT)
@@ -162,7 +161,12 @@ export class Placements {
       ? a.resources
       : (reservation?.resources ?? this.settings.defaultResources);
     const now = this.clock.now();
-    if (reservation) {
+    const known = await this.store.getBindings(a.sandboxIds);
+    const reported = (id: string) => {
+      const b = known.get(id);
+      return b?.source === 'roster' && b.nodeId === a.nodeId;
+    };
+    if (reservation && !a.sandboxIds.every(reported)) {
       // Held until the node's next rosters list the sandboxes (membership ends it then).
       const expiresMs = Math.min(
         reservation.expiresMs,
@@ -175,16 +179,18 @@ export class Placements {
         expiresMs,
       });
     }
-    const bindings: Binding[] = a.sandboxIds.map((sandboxId) => ({
-      sandboxId,
-      nodeId: a.nodeId,
-      state: 'running',
-      templateId: a.templateId ?? '',
-      cpuCount: resources.cpuCount,
-      memoryMib: resources.memoryMib,
-      source: 'assignment',
-      updatedMs: now,
-    }));
+    const bindings: Binding[] = a.sandboxIds
+      .filter((id) => !reported(id))
+      .map((sandboxId) => ({
+        sandboxId,
+        nodeId: a.nodeId,
+        state: 'running',
+        templateId: a.templateId ?? '',
+        cpuCount: resources.cpuCount,
+        memoryMib: resources.memoryMib,
+        source: 'assignment',
+        updatedMs: now,
+      }));
     await this.store.putBindings(bindings, this.settings.bindingTtlMs);
   }
 

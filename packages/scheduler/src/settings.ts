@@ -1,6 +1,12 @@
 import { DEFAULT_POLICY, type PlacementPolicy } from './placement/policy.js';
 import type { Resources } from './model.js';
 
+/**
+ * Heartbeat intervals the scheduler holds what it heard of a node from others (an assignment's
+ * reservation, a capture the gateway reported) for the node's own heartbeats to say it.
+ */
+export const REPORT_GRACE_INTERVALS = 3;
+
 export interface ExpectedNode {
   nodeId: string;
   advertiseUrl?: string;

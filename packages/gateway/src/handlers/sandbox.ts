@@ -1,4 +1,4 @@
-import { ask, callNode, isCapacityRefusal, type GatewayContext } from '../context.js';
+import { answerJson, ask, callNode, isCapacityRefusal, type GatewayContext } from '../context.js';
 import { DomainError } from '@agentenv/common';
 import { readBody, sendJson } from '../http.js';
 import type { Binding, NodeRef } from '../scheduler/scheduler.js';
@@ -47,6 +47,37 @@ export async function handleSandboxCall(
     throw await lostError(ctx, sandboxId, b);
   }
   await ctx.nodes.stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs });
+}
+
+/**
+ * A snapshot, taken on the sandbox's node. That node's runtime cache holds it from then on; the
+ * scheduler is told before the client hears of the snapshot, so the creates from it that follow
+ * go to that node while it has room, instead of waiting for the node's next heartbeat to say so.
+ */
+export async function handleSnapshot(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<void> {
+  const b = await bindingOf(ctx, sandboxId);
+  if (b.state === 'lost') throw await lostError(ctx, sandboxId, b);
+  const body = await readBody(req);
+  const answer = await callNode(ctx, b.node, req, { body, timeoutMs: ctx.startTimeoutMs });
+  if (answer.status >= 200 && answer.status < 300) {
+    const snap = answerJson<{ snapshotID?: unknown; names?: unknown }>(b.node, answer);
+    if (typeof snap.snapshotID === 'string') {
+      const names = Array.isArray(snap.names) ? snap.names.filter((n) => typeof n === 'string') : [];
+      // The snapshot exists whatever the scheduler says; without this only locality is late.
+      await ctx.scheduler.recordSnapshot(b.node.nodeId, snap.snapshotID, names).catch((err: unknown) => {
+        ctx.logger.warn(
+          { sandboxId, node: b.node.nodeId, err: (err as Error).message },
+          'recording a snapshot for placement failed',
+        );
+      });
+    }
+  }
+  relay(res, answer);
 }
 
 /**

@@ -14,6 +14,8 @@ export type ControlRoute =
   | { kind: 'fork'; sandboxId: string }
   /** Connect or resume: a paused sandbox may move to another node. */
   | { kind: 'resume'; sandboxId: string }
+  /** A snapshot of a sandbox: routed to its node, which then holds the capture in its cache. */
+  | { kind: 'snapshot'; sandboxId: string }
   /** Any other call on one sandbox: routed to its node. */
   | { kind: 'sandbox'; sandboxId: string }
   /** Template builds keep their state on the node that runs them. */
@@ -46,6 +48,7 @@ export function classify(method: string, url: string): ControlRoute {
     if (method === 'POST' && (rest === '/connect' || (rest === '/resume' && !sb[1])))
       return { kind: 'resume', sandboxId };
     if (method === 'GET' && rest === '/events' && !sb[1]) return { kind: 'sandbox-events', sandboxId };
+    if (method === 'POST' && rest === '/snapshots' && !sb[1]) return { kind: 'snapshot', sandboxId };
     return { kind: 'sandbox', sandboxId };
   }
   if (method === 'POST' && ['/v3/templates', '/v2/templates', '/templates'].includes(path))

@@ -195,6 +195,12 @@ export class ConnectScheduler implements Scheduler {
     await this.call('ReleaseReservation', (o) => this.client.releaseReservation({ reservationId }, o));
   }
 
+  async recordSnapshot(nodeId: string, snapshotId: string, names: readonly string[]): Promise<void> {
+    await this.call('RecordCapture', (o) =>
+      this.client.recordCapture({ nodeId, snapshotId, snapshotNames: [...names] }, o),
+    );
+  }
+
   async listNodes() {
     const r = await this.call('ListNodes', (o) => this.client.listNodes({}, o));
     return r.nodes.map((n) => ({ ref: refOf(n), info: nodeBody(n) }));

@@ -76,6 +76,8 @@ export interface Scheduler {
   lookupNode(sandboxId: string): Promise<Binding | undefined>;
   recordAssignment(sandboxId: string, nodeId: string, reservationId?: string): Promise<void>;
   releaseReservation(reservationId: string): Promise<void>;
+  /** A snapshot now in `nodeId`'s runtime cache, so creates from it are placed there at once. */
+  recordSnapshot(nodeId: string, snapshotId: string, names: readonly string[]): Promise<void>;
   /** Every known node, for fan-out and GET /nodes, each as the scheduler reports it (JSON). */
   listNodes(): Promise<{ ref: NodeRef; info: Record<string, unknown> }[]>;
   getNode(nodeId: string): Promise<{ ref: NodeRef; info: Record<string, unknown> } | undefined>;

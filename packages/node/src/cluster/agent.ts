@@ -149,8 +149,8 @@ export class ClusterAgent {
   }
 
   private queue(e: SandboxEvent): void {
-    // A new snapshot is in this node's cache now: advertise it at once, so that creates from it
-    // find it here instead of one interval later.
+    // A new snapshot is in this node's cache now: advertise it at once. The gateway has reported
+    // it already, and the scheduler holds that report only until this node's own one lists it.
     if (e.type === 'snapshot') this.nudge();
     this.pending.push({
       sandboxId: e.sandboxID,

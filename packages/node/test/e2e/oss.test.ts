@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
+import { s3RepositoryToml, startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
@@ -25,16 +25,12 @@ function configFile(name: string, s3: S3Server, withRegion: boolean): string {
   writeFileSync(
     file,
     [
-      '[snapshot]',
-      'repository_backend = "oss"',
-      '[backend.oss]',
-      `endpoint = "${s3.endpoint}"`,
-      `bucket = "${s3.bucket}"`,
-      ...(withRegion ? ['region = "us-east-1"'] : []),
-      'prefix = "node-test"',
-      'addressing_style = "path"',
-      'access_key_id = "S3RVER"',
-      'access_key_secret = "S3RVER"',
+      ...s3RepositoryToml({
+        endpoint: s3.endpoint,
+        bucket: s3.bucket,
+        prefix: 'node-test',
+        ...(withRegion ? {} : { region: false }),
+      }),
       '',
     ].join('\n'),
   );

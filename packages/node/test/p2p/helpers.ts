@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { S3Server } from '@agentenv/test-support/snapshot';
+import { s3RepositoryToml, type S3Server } from '@agentenv/test-support/snapshot';
 
 const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
 export const homeOf = (instance: number) => `${SHARED_HOME}/instances/${instance}`;
@@ -39,16 +39,7 @@ export function nodeConfig(
   writeFileSync(
     file,
     [
-      '[snapshot]',
-      'repository_backend = "oss"',
-      '[backend.oss]',
-      `endpoint = "${s3.endpoint}"`,
-      `bucket = "${s3.bucket}"`,
-      'region = "us-east-1"',
-      `prefix = "${prefix}"`,
-      'addressing_style = "path"',
-      'access_key_id = "S3RVER"',
-      'access_key_secret = "S3RVER"',
+      ...s3RepositoryToml({ endpoint: s3.endpoint, bucket: s3.bucket, prefix }),
       ...(p2p
         ? [
             '[p2p]',

@@ -66,6 +66,11 @@ export function schedulerService(d: ServiceDeps): ServiceImpl<typeof pb.Schedule
       return create(pb.ReleaseReservationResponseSchema);
     }),
 
+    recordCapture: mapped(async (req) => {
+      await d.membership.announceSnapshot(req.nodeId, req.snapshotId, req.snapshotNames);
+      return create(pb.RecordCaptureResponseSchema);
+    }),
+
     heartbeat: mapped(async (req) => {
       try {
         const input = heartbeatIn(req);

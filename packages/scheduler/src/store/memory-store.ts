@@ -1,7 +1,14 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from '../clock.js';
-import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
-import { DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
+import type {
+  AnnouncedCapture,
+  Binding,
+  NodeRecord,
+  Reservation,
+  RosterEntry,
+  SandboxEvent,
+} from '../model.js';
+import { announcedId, DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
 
 /** Sandboxes whose events are kept; the least recently written go first. */
 const MAX_EVENT_SANDBOXES = 10_000;
@@ -22,6 +29,7 @@ export class MemoryStore implements SchedulerStore {
   private readonly bindings = new Map<string, Expiring<Binding>>();
   private readonly byNode = new Map<string, Set<string>>();
   private readonly reservations = new Map<string, Reservation>();
+  private readonly announced = new Map<string, AnnouncedCapture>();
   private readonly events = new Map<string, Expiring<SandboxEvent[]>>();
   private readonly claims = new Map<string, number>();
   private readonly bus = new EventEmitter().setMaxListeners(0);
@@ -123,13 +131,30 @@ export class MemoryStore implements SchedulerStore {
   }
 
   async listReservations(): Promise<Reservation[]> {
+    return this.unexpired(this.reservations);
+  }
+
+  /** Copies of a map's records not yet expired; the expired ones are deleted on the way. */
+  private unexpired<T extends { expiresMs: number }>(records: Map<string, T>): T[] {
     const now = this.clock.now();
-    const out: Reservation[] = [];
-    for (const [id, r] of this.reservations) {
+    const out: T[] = [];
+    for (const [id, r] of records) {
       if (r.expiresMs > now) out.push(structuredClone(r));
-      else this.reservations.delete(id);
+      else records.delete(id);
     }
     return out;
+  }
+
+  async putAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void> {
+    for (const c of captures) this.announced.set(announcedId(c), { ...c });
+  }
+
+  async listAnnouncedCaptures(): Promise<AnnouncedCapture[]> {
+    return this.unexpired(this.announced);
+  }
+
+  async deleteAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void> {
+    for (const c of captures) this.announced.delete(announcedId(c));
   }
 
   async appendEvent(e: SandboxEvent): Promise<void> {

@@ -2,8 +2,15 @@ import { EventEmitter } from 'node:events';
 import { Redis } from 'ioredis';
 import type { Clock } from '../clock.js';
 import { DomainError } from '@agentenv/common';
-import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
-import { DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
+import type {
+  AnnouncedCapture,
+  Binding,
+  NodeRecord,
+  Reservation,
+  RosterEntry,
+  SandboxEvent,
+} from '../model.js';
+import { announcedId, DEFAULT_EVENT_RETENTION, type EventRetention, type SchedulerStore } from './store.js';
 
 /** Deletes bindings only where they still point at the node (ARGV[1]); unindexes them anyway. */
 const DELETE_IF_ON_NODE = `
@@ -203,14 +210,37 @@ export class RedisStore implements SchedulerStore {
   }
 
   listReservations(): Promise<Reservation[]> {
-    return this.run('list reservations', async () => {
-      const now = this.clock.now();
-      const all = Object.entries(await this.redis.hgetall(this.k('rsv'))).map(
-        ([id, v]) => [id, JSON.parse(v) as Reservation] as const,
+    return this.run('list reservations', () => this.unexpired<Reservation>('rsv'));
+  }
+
+  /** The records of a hash not yet expired; the expired ones are deleted on the way. */
+  private async unexpired<T extends { expiresMs: number }>(hash: string): Promise<T[]> {
+    const now = this.clock.now();
+    const all = Object.entries(await this.redis.hgetall(this.k(hash))).map(
+      ([id, v]) => [id, JSON.parse(v) as T] as const,
+    );
+    const expired = all.filter(([, r]) => r.expiresMs <= now).map(([id]) => id);
+    if (expired.length) await this.redis.hdel(this.k(hash), ...expired);
+    return all.filter(([, r]) => r.expiresMs > now).map(([, r]) => r);
+  }
+
+  putAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void> {
+    return this.run('store announced captures', async () => {
+      if (captures.length === 0) return;
+      await this.redis.hset(
+        this.k('cap'),
+        Object.fromEntries(captures.map((c) => [announcedId(c), JSON.stringify(c)])),
       );
-      const expired = all.filter(([, r]) => r.expiresMs <= now).map(([id]) => id);
-      if (expired.length) await this.redis.hdel(this.k('rsv'), ...expired);
-      return all.filter(([, r]) => r.expiresMs > now).map(([, r]) => r);
+    });
+  }
+
+  listAnnouncedCaptures(): Promise<AnnouncedCapture[]> {
+    return this.run('list announced captures', () => this.unexpired<AnnouncedCapture>('cap'));
+  }
+
+  deleteAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void> {
+    return this.run('delete announced captures', async () => {
+      if (captures.length) await this.redis.hdel(this.k('cap'), ...captures.map(announcedId));
     });
   }
 

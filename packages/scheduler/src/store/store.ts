@@ -1,11 +1,19 @@
-import type { Binding, NodeRecord, Reservation, RosterEntry, SandboxEvent } from '../model.js';
+import type {
+  AnnouncedCapture,
+  Binding,
+  NodeRecord,
+  Reservation,
+  RosterEntry,
+  SandboxEvent,
+} from '../model.js';
 
 /**
  * Everything the scheduler keeps. One implementation per file: `memory-store.ts` (one replica;
  * rebuilt from the next heartbeats after a restart) and `redis-store.ts` (survives restarts and
  * is shared by replicas). Records are replaced whole, never merged, and each kind of record has
  * one writer path, so concurrent replicas need no transactions:
- * heartbeats write nodes, rosters and chunk keys, UnregisterNode writes drains, placements write reservations.
+ * heartbeats write nodes, rosters and chunk keys, UnregisterNode writes drains, placements write
+ * reservations, RecordCapture writes announced captures (a heartbeat only removes those it lists).
  */
 export interface SchedulerStore {
   putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void>;
@@ -34,6 +42,12 @@ export interface SchedulerStore {
   /** Reservations not yet expired. */
   listReservations(): Promise<Reservation[]>;
 
+  /** Writes announced captures; one of the same node and key is replaced. */
+  putAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void>;
+  /** Announced captures not yet expired. */
+  listAnnouncedCaptures(): Promise<AnnouncedCapture[]>;
+  deleteAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void>;
+
   /** Stores an event (bounded per sandbox) and publishes it to every subscriber, on all replicas. */
   appendEvent(e: SandboxEvent): Promise<void>;
   /** The newest `limit` events of a sandbox, oldest first. */
@@ -45,6 +59,9 @@ export interface SchedulerStore {
 
   close(): Promise<void>;
 }
+
+/** One announcement per node and key (node ids have no line breaks). */
+export const announcedId = (c: Pick<AnnouncedCapture, 'nodeId' | 'key'>) => `${c.nodeId}\n${c.key}`;
 
 /** Bounds on what the stores keep of events. */
 export interface EventRetention {

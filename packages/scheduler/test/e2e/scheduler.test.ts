@@ -27,8 +27,12 @@ afterEach(async () => {
   for (const s of started.splice(0).reverse()) await s.stop();
 });
 
-async function scheduler(port: number, store = 'memory'): Promise<SchedulerProcess> {
-  const s = await startSchedulerProcess({ port, store, heartbeatIntervalMs: INTERVAL_MS });
+async function scheduler(
+  port: number,
+  store = 'memory',
+  intervalMs = INTERVAL_MS,
+): Promise<SchedulerProcess> {
+  const s = await startSchedulerProcess({ port, store, heartbeatIntervalMs: intervalMs });
   started.push(s);
   return s;
 }
@@ -210,6 +214,24 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       );
       expect(metrics).toMatch(/aenv_scheduler_reservations_in_flight 48/);
       expect(metrics).toMatch(/aenv_scheduler_heartbeat_age_seconds\{node="n1"\}/);
+    });
+
+    it(`a snapshot recorded on a node draws its creates there before the node lists it (${store} store)`, async () => {
+      // The default interval: an announcement stands for three of them, ample for the calls below.
+      const s = await scheduler(PORTS.a, store === 'redis' ? redis.url : 'memory', 2000);
+      const [, n2] = await nodes(s, ['n1', 'n2', 'n3']);
+      const c = client(s);
+      await c.recordCapture({ nodeId: 'n2', snapshotId: 'snapx', snapshotNames: ['named'] });
+      // A heartbeat gathered before the snapshot lists no key of it, and changes nothing.
+      await n2!.beat();
+      for (const templateId of ['snapx', 'named', 'snapx'])
+        await expect(c.schedule({ kind: PlacementKind.CREATE, templateId })).resolves.toMatchObject({
+          node: { nodeId: 'n2' },
+          localityHit: true,
+        });
+      await expect(c.recordCapture({ nodeId: 'nx', snapshotId: 'snapx' })).rejects.toMatchObject({
+        code: Code.NotFound,
+      });
     });
   }
 

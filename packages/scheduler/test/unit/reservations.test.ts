@@ -80,6 +80,25 @@ describe('reservations', () => {
     await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
   });
 
+  it('an assignment a roster already listed (sent during the start) ends its reservation at once', async () => {
+    const { placements, membership } = await cluster(['a']);
+    const held = [];
+    for (let i = 0; i < 4; i++) held.push(await placements.schedule(create()));
+    // A heartbeat while sbx-1 starts: the node's load counts it as a start in flight.
+    const starting = heartbeat('a', { roster: [running('sbx-1', { state: 'creating' })] });
+    await membership.heartbeat({ ...starting, load: { ...starting.load, startsInFlight: 1 } });
+    await placements.recordAssignment({
+      reservationId: held[0]!.reservationId,
+      nodeId: 'a',
+      sandboxIds: ['sbx-1'],
+    });
+    expect((await membership.view('a')).reserved.count).toBe(3);
+    // The roster's binding stands: it says more than the assignment would.
+    await expect(placements.lookup('sbx-1')).resolves.toMatchObject({
+      binding: { state: 'creating', source: 'roster' },
+    });
+  });
+
   it('an assigned reservation the roster never confirms ends after a few intervals', async () => {
     const s = settings();
     const { placements, membership, clock } = await cluster(['a'], s);

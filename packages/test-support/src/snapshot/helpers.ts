@@ -197,14 +197,21 @@ export function waitExit(
 }
 
 /** Node config lines that put the snapshot repository on S3 (s3rver's fixed credentials). */
-export function s3RepositoryToml(o: { endpoint: string; bucket: string; prefix: string }): string[] {
+export function s3RepositoryToml(o: {
+  endpoint: string;
+  bucket: string;
+  prefix: string;
+  /** Left out of the file when false (the node must then refuse the config). */
+  region?: string | false;
+}): string[] {
+  const region = o.region ?? 'us-east-1';
   return [
     '[snapshot]',
     'repository_backend = "oss"',
     '[backend.oss]',
     `endpoint = "${o.endpoint}"`,
     `bucket = "${o.bucket}"`,
-    'region = "us-east-1"',
+    ...(region === false ? [] : [`region = "${region}"`]),
     `prefix = "${o.prefix}"`,
     'addressing_style = "path"',
     'access_key_id = "S3RVER"',
