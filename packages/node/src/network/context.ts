@@ -26,26 +26,10 @@ export interface NetContext {
    */
   readonly iptablesQueue: Limiter;
   /**
-   * `ip netns add/del` one at a time until one has succeeded: the first `add` turns /run/netns
-   * into a shared mount, and concurrent first calls can stack several mounts there. Later ones
-   * run in parallel (see netnsChange).
+   * `ip netns add/del` one at a time: the first `add` turns /run/netns into a shared mount, and
+   * concurrent first calls can stack several mounts there.
    */
   readonly netnsQueue: Limiter;
-  /** Set once an `ip netns` change has succeeded in this process: /run/netns is mounted then. */
-  netnsMounted: boolean;
-}
-
-/**
- * Runs an `ip netns add/del` step: in netnsQueue until /run/netns is mounted, then at once.
- * `adds`: the step creates a namespace, so its success means the mount is there.
- */
-export async function netnsChange<T>(ctx: NetContext, adds: boolean, step: () => Promise<T>): Promise<T> {
-  if (ctx.netnsMounted) return step();
-  return ctx.netnsQueue.run(async () => {
-    const result = await step();
-    if (adds) ctx.netnsMounted = true;
-    return result;
-  });
 }
 
 export function createContext(
@@ -53,12 +37,5 @@ export function createContext(
   tools: NetTools,
   logger: NetworkLogger,
 ): NetContext {
-  return {
-    config,
-    tools,
-    logger,
-    iptablesQueue: new Limiter(1),
-    netnsQueue: new Limiter(1),
-    netnsMounted: false,
-  };
+  return { config, tools, logger, iptablesQueue: new Limiter(1), netnsQueue: new Limiter(1) };
 }

@@ -1,8 +1,6 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeFile } from 'node:fs/promises';
 import { SLOT_LINK_PREFIX, type SlotAddresses } from './addressing.js';
-import { netnsChange, type NetContext } from './context.js';
+import type { NetContext } from './context.js';
 import { runCommand } from './exec.js';
 import { formatCidr } from './ipv4.js';
 import { ipRemoveBatch } from './host.js';
@@ -33,11 +31,13 @@ export interface SlotSpec {
   readonly addresses: SlotAddresses;
 }
 
-const lines = (l: string[]) => `${l.join('\n')}\n`;
-
-function ipBatch(ctx: NetContext, commands: string[], netns?: string): Promise<unknown> {
+function ipBatch(ctx: NetContext, lines: string[], netns?: string): Promise<unknown> {
   const args = netns ? ['-n', netns, '-batch', '-'] : ['-batch', '-'];
-  return runCommand(ctx.tools.ip, args, { input: lines(commands) });
+  return runCommand(ctx.tools.ip, args, { input: `${lines.join('\n')}\n` });
+}
+
+function sysctlIn(ctx: NetContext, netns: string, settings: string[]): Promise<unknown> {
+  return runCommand(ctx.tools.ip, ['netns', 'exec', netns, ctx.tools.sysctl, '-q', '-w', ...settings]);
 }
 
 function routerParams(ctx: NetContext, spec: SlotSpec, egress: EgressRules): RouterRuleParams {
@@ -65,62 +65,77 @@ function sandboxInterfaceLines(ctx: NetContext): string[] {
   ];
 }
 
-/**
- * Builds a slot in two processes: one `ip -batch` for both namespaces, their links, sysctls and
- * firewall (it runs the in-namespace steps itself through `netns exec`), then the root-side
- * address. Each process the node spawns stops its event loop while the kernel copies the node's
- * page tables (tens of ms at a node's usual size), so spawns, not the commands, are what a burst
- * of slots (a fork's children) would otherwise queue on.
- */
 export async function createSlotNetwork(ctx: NetContext, spec: SlotSpec, egress: EgressRules): Promise<void> {
   const { names, addresses } = spec;
-  const { ip, sysctl, iptablesRestore } = ctx.tools;
-  const dir = await mkdtemp(join(tmpdir(), `${names.routerNs}-`));
-  try {
-    const file = (name: string) => join(dir, name);
-    const params = routerParams(ctx, spec, egress);
-    await Promise.all([
-      writeFile(file('router'), lines(routerLinkLines(ctx, spec))),
-      writeFile(file('sandbox'), lines(sandboxInterfaceLines(ctx))),
-      writeFile(file('rules'), renderRestore([routerFilterTable(params), routerNatTable(params)])),
-    ]);
-    // IPv6 off before any link exists, so no link gets a link-local address: sandboxes are
-    // IPv4-only and the router must not forward or answer IPv6. The sandbox's lo keeps ::1 (only
-    // "default", which new links inherit, is changed there) because programs inside bind to localhost.
-    const batch = [
-      `netns add ${names.routerNs}`,
-      `netns add ${names.sandboxNs}`,
-      `netns exec ${names.routerNs} ${sysctl} -q -w net.ipv4.ip_forward=1 net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1`,
-      `netns exec ${names.sandboxNs} ${sysctl} -q -w net.ipv6.conf.default.disable_ipv6=1`,
-      `link add ${names.hostVeth} type veth peer name ${ROUTER_UPLINK} netns ${names.routerNs}`,
-      `netns exec ${names.routerNs} ${ip} -batch ${file('router')}`,
-      `netns exec ${names.sandboxNs} ${ip} -batch ${file('sandbox')}`,
-      // The file follows a wait time: `-w` alone would take the file name for one.
-      `netns exec ${names.routerNs} ${iptablesRestore} -w 30 ${file('rules')}`,
-    ];
-    await netnsChange(ctx, true, () => ipBatch(ctx, batch));
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-  await writeFile(`/proc/sys/net/ipv6/conf/${names.hostVeth}/disable_ipv6`, '1\n');
-  await ipBatch(ctx, [
-    `addr add ${addresses.rootSide}/${SLOT_LINK_PREFIX} dev ${names.hostVeth}`,
-    `link set ${names.hostVeth} up`,
+  const { sandboxGateway, sandboxPrefixLength } = ctx.config;
+  await ctx.netnsQueue.run(() =>
+    ipBatch(ctx, [`netns add ${names.routerNs}`, `netns add ${names.sandboxNs}`]),
+  );
+  // IPv6 off before any link exists, so no link gets a link-local address: sandboxes are IPv4-only
+  // and the router must not forward or answer IPv6. The sandbox's lo keeps ::1 (only "default",
+  // which new links inherit, is changed there) because programs inside bind to localhost.
+  await Promise.all([
+    sysctlIn(ctx, names.routerNs, [
+      'net.ipv4.ip_forward=1',
+      'net.ipv6.conf.all.disable_ipv6=1',
+      'net.ipv6.conf.default.disable_ipv6=1',
+    ]),
+    sysctlIn(ctx, names.sandboxNs, ['net.ipv6.conf.default.disable_ipv6=1']),
   ]);
+  const params = routerParams(ctx, spec, egress);
+  // Independent steps overlap (each is a process spawn of a few ms); nothing runs in the slot
+  // before it is handed out, so the firewall may land after the links.
+  const firewall = restoreInRouter(
+    ctx,
+    names.routerNs,
+    renderRestore([routerFilterTable(params), routerNatTable(params)]),
+  );
+  const links = (async () => {
+    await runCommand(ctx.tools.ip, [
+      'link',
+      'add',
+      names.hostVeth,
+      'type',
+      'veth',
+      'peer',
+      'name',
+      ROUTER_UPLINK,
+      'netns',
+      names.routerNs,
+    ]);
+    const rootSide = (async () => {
+      await writeFile(`/proc/sys/net/ipv6/conf/${names.hostVeth}/disable_ipv6`, '1\n');
+      await ipBatch(ctx, [
+        `addr add ${addresses.rootSide}/${SLOT_LINK_PREFIX} dev ${names.hostVeth}`,
+        `link set ${names.hostVeth} up`,
+      ]);
+    })();
+    const inside = (async () => {
+      await ipBatch(
+        ctx,
+        [
+          `link add ${ROUTER_GATEWAY} address ${GATEWAY_MAC} type veth peer name ${SANDBOX_INTERFACE} address ${SANDBOX_MAC} netns ${names.sandboxNs}`,
+          `addr add ${addresses.hostAddress}/${SLOT_LINK_PREFIX} dev ${ROUTER_UPLINK}`,
+          `addr add ${sandboxGateway}/${sandboxPrefixLength} dev ${ROUTER_GATEWAY}`,
+          'link set lo up',
+          `link set ${ROUTER_UPLINK} up`,
+          `link set ${ROUTER_GATEWAY} up`,
+          `route add default via ${addresses.rootSide} dev ${ROUTER_UPLINK}`,
+        ],
+        names.routerNs,
+      );
+      await ipBatch(ctx, sandboxInterfaceLines(ctx), names.sandboxNs);
+    })();
+    await settleAll([rootSide, inside]);
+  })();
+  await settleAll([firewall, links]);
 }
 
-/** The router namespace's links, addresses and route, and the sandbox's end of its link. */
-function routerLinkLines(ctx: NetContext, { names, addresses }: SlotSpec): string[] {
-  const { sandboxGateway, sandboxPrefixLength } = ctx.config;
-  return [
-    `link add ${ROUTER_GATEWAY} address ${GATEWAY_MAC} type veth peer name ${SANDBOX_INTERFACE} address ${SANDBOX_MAC} netns ${names.sandboxNs}`,
-    `addr add ${addresses.hostAddress}/${SLOT_LINK_PREFIX} dev ${ROUTER_UPLINK}`,
-    `addr add ${sandboxGateway}/${sandboxPrefixLength} dev ${ROUTER_GATEWAY}`,
-    'link set lo up',
-    `link set ${ROUTER_UPLINK} up`,
-    `link set ${ROUTER_GATEWAY} up`,
-    `route add default via ${addresses.rootSide} dev ${ROUTER_UPLINK}`,
-  ];
+/** Like Promise.all, but waits for every step before failing, so cleanup never races a step. */
+async function settleAll(steps: Promise<unknown>[]): Promise<void> {
+  const results = await Promise.allSettled(steps);
+  const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function restoreInRouter(ctx: NetContext, routerNs: string, rules: string): Promise<unknown> {
@@ -149,7 +164,7 @@ export function resetSandboxInterface(ctx: NetContext, spec: SlotSpec): Promise<
 export async function destroySlotNetwork(ctx: NetContext, spec: SlotSpec): Promise<void> {
   const { names } = spec;
   await ipRemoveBatch(ctx, [`link del ${names.hostVeth}`]);
-  await netnsChange(ctx, false, () =>
+  await ctx.netnsQueue.run(() =>
     ipRemoveBatch(ctx, [`netns del ${names.routerNs}`, `netns del ${names.sandboxNs}`]),
   );
 }
