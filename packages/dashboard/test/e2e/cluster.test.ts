@@ -88,9 +88,10 @@ describe.skipIf(!haveChromium)('the dashboard at a real gateway over two real no
       await page.locator('[aria-label="Lifecycle events"] .ev-created').waitFor();
       await screenshot(page, 'gateway-sandbox-detail-desktop');
     } finally {
+      // Closed first: a page still polling a sandbox as it is killed would log the 404s it gets.
+      await page.close();
       await Promise.all(made.map((s) => s.kill().catch(() => undefined)));
     }
     expect(errors).toEqual([]);
-    await page.close();
   });
 });
