@@ -124,9 +124,29 @@ function hostFootprint(cgroup: string) {
   };
 }
 
+/**
+ * The node's namespace count once the sandboxes of earlier tests are reclaimed: kill answers
+ * before that, so right after one the count still holds its slot. Settled = no sandbox cgroup
+ * left and the same count on two reads a second apart.
+ */
+async function settledNamespaces(): Promise<number> {
+  let last = -1;
+  return eventually(
+    () => {
+      const n = hostFootprint('none').namespaces;
+      const steady = n === last;
+      last = n;
+      expect(cgroups().size).toBe(0);
+      expect(steady).toBe(true);
+      return n;
+    },
+    { timeoutMs: 60_000, intervalMs: 1000 },
+  );
+}
+
 describe('kill', () => {
   it('a killed sandbox is unreachable at once; its resources are gone after the reclaim', async () => {
-    const namespacesBefore = hostFootprint('none').namespaces;
+    const namespacesBefore = await settledNamespaces();
     const { sbx, cgroup } = await created(() => Sandbox.create());
     await sbx.commands.run('cd /tmp && python3 -m http.server 8081', { background: true, timeoutMs: 0 });
     const host = `8081-${sbx.sandboxId}.${DOMAIN}`;
