@@ -6,16 +6,22 @@
  * stored (and no posix_fs chunk files sit on the same disk).
  */
 import { Sandbox } from 'e2b';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { s3RepositoryToml, startS3, StallingRelay, type S3Server } from '@agentenv/test-support/snapshot';
+import {
+  writeS3RepositoryConfig,
+  startS3,
+  StallingRelay,
+  type S3Server,
+} from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
+  localCaptures,
   removeState,
   RUNTIME_PATH,
   startServer,
@@ -31,17 +37,13 @@ const CAPTURE_META = 'capture.json';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-hot-data-'));
 
-function configFile(s3: S3Server): string {
-  const file = path.join(dir, 'oss.toml');
-  const endpoint = `http://127.0.0.1:${RELAY_PORT}`;
-  writeFileSync(
-    file,
-    [...s3RepositoryToml({ endpoint, bucket: s3.bucket, prefix: 'hot-data-test' }), ''].join('\n'),
-  );
-  return file;
-}
+const configFile = (s3: S3Server) =>
+  writeS3RepositoryConfig(path.join(dir, 'oss.toml'), {
+    endpoint: `http://127.0.0.1:${RELAY_PORT}`,
+    bucket: s3.bucket,
+    prefix: 'hot-data-test',
+  });
 
-/** The sandbox's complete local capture (capture.json is written last), if there is one. */
 function completeCapture(sandboxId: string): string | undefined {
   const d = path.join(TEST_HOME, 'captures', sandboxId);
   if (!existsSync(d)) return undefined;
@@ -49,11 +51,6 @@ function completeCapture(sandboxId: string): string | undefined {
     .map((n) => path.join(d, n))
     .find((c) => existsSync(path.join(c, CAPTURE_META)));
 }
-
-const localCaptures = (sandboxId: string) => {
-  const d = path.join(TEST_HOME, 'captures', sandboxId);
-  return existsSync(d) ? readdirSync(d) : [];
-};
 
 type FileIds = Record<string, { ino: number; nlink: number; size: number }>;
 

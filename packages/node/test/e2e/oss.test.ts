@@ -4,11 +4,11 @@
  * and pauses through S3, and what happens when S3 goes away.
  */
 import { Sandbox } from 'e2b';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { s3RepositoryToml, startS3, type S3Server } from '@agentenv/test-support/snapshot';
+import { writeS3RepositoryConfig, startS3, type S3Server } from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
@@ -20,22 +20,13 @@ import {
 
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-oss-'));
 
-function configFile(name: string, s3: S3Server, withRegion: boolean): string {
-  const file = path.join(dir, name);
-  writeFileSync(
-    file,
-    [
-      ...s3RepositoryToml({
-        endpoint: s3.endpoint,
-        bucket: s3.bucket,
-        prefix: 'node-test',
-        ...(withRegion ? {} : { region: false }),
-      }),
-      '',
-    ].join('\n'),
-  );
-  return file;
-}
+const configFile = (name: string, s3: S3Server, withRegion: boolean) =>
+  writeS3RepositoryConfig(path.join(dir, name), {
+    endpoint: s3.endpoint,
+    bucket: s3.bucket,
+    prefix: 'node-test',
+    ...(withRegion ? {} : { region: false }),
+  });
 
 describe('a node with an S3 snapshot repository', () => {
   let s3: S3Server | undefined;

@@ -4,18 +4,23 @@
  * still resumes the sandbox, with its memory, after the restart, and finishes the upload.
  */
 import { Sandbox } from 'e2b';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { s3RepositoryToml, startS3, StallingRelay, type S3Server } from '@agentenv/test-support/snapshot';
+import {
+  writeS3RepositoryConfig,
+  startS3,
+  StallingRelay,
+  type S3Server,
+} from '@agentenv/test-support/snapshot';
 import {
   api,
   cleanSandboxes,
+  localCaptures,
   removeState,
   startServer,
-  TEST_HOME,
   useSdkEnv,
   type TestServer,
 } from '@agentenv/test-support/server';
@@ -25,27 +30,12 @@ const RELAY_PORT = 22501;
 
 const dir = mkdtempSync(path.join(tmpdir(), 'aenv-pause-upload-'));
 
-function configFile(s3: S3Server): string {
-  const file = path.join(dir, 'oss.toml');
-  writeFileSync(
-    file,
-    [
-      ...s3RepositoryToml({
-        endpoint: `http://127.0.0.1:${RELAY_PORT}`,
-        bucket: s3.bucket,
-        prefix: 'pause-upload-test',
-      }),
-      '',
-    ].join('\n'),
-  );
-  return file;
-}
-
-/** The sandbox's local captures on the node's disk. */
-const localCaptures = (id: string) => {
-  const d = path.join(TEST_HOME, 'captures', id);
-  return existsSync(d) ? readdirSync(d) : [];
-};
+const configFile = (s3: S3Server) =>
+  writeS3RepositoryConfig(path.join(dir, 'oss.toml'), {
+    endpoint: `http://127.0.0.1:${RELAY_PORT}`,
+    bucket: s3.bucket,
+    prefix: 'pause-upload-test',
+  });
 
 describe('a pause whose repository upload is cut short by a crash', () => {
   let s3: S3Server | undefined;

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, rmSync, symlinkSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { afterAll, beforeAll } from 'vitest';
 import { packageDir } from '../paths.js';
 
@@ -16,6 +16,12 @@ const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
  */
 const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
 export const TEST_HOME = INSTANCE ? `${SHARED_HOME}/instances/${INSTANCE}` : SHARED_HOME;
+
+/** A sandbox's local captures on the test node's disk (directory names). */
+export function localCaptures(sandboxId: string): string[] {
+  const d = `${TEST_HOME}/captures/${sandboxId}`;
+  return existsSync(d) ? readdirSync(d) : [];
+}
 /** The snapshot repository of this file's node (posix_fs), which a second node may share. */
 export const SNAPSHOT_STORE = `${TEST_HOME}/snapshot-store`;
 export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);

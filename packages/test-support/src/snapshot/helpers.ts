@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -217,4 +218,10 @@ export function s3RepositoryToml(o: {
     'access_key_id = "S3RVER"',
     'access_key_secret = "S3RVER"',
   ];
+}
+
+/** A node config file whose snapshot repository is that S3 bucket (see s3RepositoryToml). */
+export function writeS3RepositoryConfig(file: string, o: Parameters<typeof s3RepositoryToml>[0]): string {
+  writeFileSync(file, [...s3RepositoryToml(o), ''].join('\n'));
+  return file;
 }
