@@ -226,7 +226,6 @@ async function main(): Promise<void> {
   orchestrator.startTtlLoop();
   orchestrator.startMemoryWatch();
   orchestrator.startIdleLoop();
-  orchestrator.startMemoryWatch();
   // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
   // first start builds it (minutes); a failed build still joins, and creates retry it.
   void base

@@ -17,6 +17,7 @@ export interface BackgroundTask {
 export class BackgroundWork {
   private readonly tasks = new Map<Promise<void>, BackgroundTask>();
   private readonly timers = new Set<Timer>();
+  private readonly periodic = new Set<string>();
   private closed = false;
 
   constructor(
@@ -35,9 +36,14 @@ export class BackgroundWork {
     return p;
   }
 
-  /** Runs `work` every `ms`, skipping a beat while the previous run is still going. */
+  /**
+   * Runs `work` every `ms`, skipping a beat while the previous run is still going. A second
+   * periodic task of the same name is refused: two would overlap, which the skip is there to stop.
+   */
   every(name: string, ms: number, work: () => Promise<void> | void): void {
     if (this.closed) return;
+    if (this.periodic.has(name)) throw new Error(`periodic task ${name} is already running`);
+    this.periodic.add(name);
     let running = false;
     const timer = this.clock.every(ms, () => {
       if (running || this.closed) return;
@@ -69,6 +75,7 @@ export class BackgroundWork {
     this.closed = true;
     for (const t of this.timers) t.cancel();
     this.timers.clear();
+    this.periodic.clear();
     await this.idle();
   }
 }

@@ -167,8 +167,8 @@ export class MemoryPressure {
   }
 
   start(intervalMs = PRESSURE_INTERVAL_MS): void {
-    void this.core.background.run('memory-pressure', undefined, () => this.relieve());
     this.core.background.every('memory-pressure', intervalMs, () => this.relieve());
+    void this.core.background.run('memory-pressure', undefined, () => this.relieve());
   }
 
   /** Reads host memory, then pauses idle sandboxes while there is pressure. */

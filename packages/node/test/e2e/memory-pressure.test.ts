@@ -3,8 +3,15 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, useTestServer } from '@agentenv/test-support/server';
 
-// A limit below one idle sandbox's working set: every sandbox idle long enough is paused.
-useTestServer({ AENV_POOL_SIZE: '0', AENV_MEMORY_LIMIT_MB: '1' });
+// A limit below one idle sandbox's working set: every sandbox idle long enough is paused. At
+// level info the node logs each relief's choice, which a failed ordering assertion quotes.
+const ctx = useTestServer({ AENV_POOL_SIZE: '0', AENV_MEMORY_LIMIT_MB: '1', AENV_LOG_LEVEL: 'info' });
+const pressureLog = () =>
+  ctx.server
+    .output()
+    .split('\n')
+    .filter((l) => /memory pressure|"op":"pause"/.test(l))
+    .join('\n');
 beforeAll(async () => {
   // The first create waits for the base template (built once per machine).
   const warm = await Sandbox.create({ timeoutMs: 60_000 });
@@ -45,7 +52,10 @@ describe('memory pressure', () => {
         () => Promise.all([pausedAt(b.sandboxId), pausedAt(a.sandboxId)]),
         { timeoutMs: 120_000, intervalMs: 500 },
       );
-      expect(pausedB).toBeLessThan(pausedA);
+      expect(
+        pausedB,
+        `b paused ${pausedB - pausedA} ms after a; the node said:\n${pressureLog()}`,
+      ).toBeLessThan(pausedA);
       expect(await stateOf(a.sandboxId)).toBe('paused');
 
       // autoResume is off; a sandbox paused for memory comes back on its next request anyway.

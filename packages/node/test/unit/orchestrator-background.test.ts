@@ -26,6 +26,14 @@ describe('orchestrator: TTL', () => {
     expect(orch.get(lasting.sandboxId).state).toBe('paused');
   });
 
+  it('refuses to start a periodic loop twice (two would overlap their work)', () => {
+    const node = new FakeNode({ hostMemoryBytes: 64 * 2 ** 30, memoryLimitMb: 600 });
+    node.orchestrator.startTtlLoop(1000);
+    expect(() => node.orchestrator.startTtlLoop(1000)).toThrow(/ttl-sweep is already running/);
+    node.orchestrator.startMemoryWatch();
+    expect(() => node.orchestrator.startMemoryWatch()).toThrow(/memory-pressure is already running/);
+  });
+
   it('a sandbox given more time does not expire at its old end', async () => {
     const node = new FakeNode();
     const rec = await node.create({ timeoutSecs: 5 });
