@@ -25,7 +25,7 @@ import { SandboxProxy } from './proxy/index.js';
 import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.js';
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
-import { Limiter } from './util/index.js';
+import { launchProcessesWith, Limiter, ProcessSpawner } from './util/index.js';
 import { VolumeStore } from './volumes/index.js';
 import { createDriver, openSnapshotRepository } from './wiring/index.js';
 
@@ -61,6 +61,11 @@ async function main(): Promise<void> {
   const { host, port } = parseListenAddress(config.apiAddr);
   const home = config.homePath;
   mkdirSync(home, { recursive: true });
+
+  // The programs the node runs (ip, iptables, runsc, …) start from a small helper: see ProcessSpawner.
+  const spawner = new ProcessSpawner();
+  launchProcessesWith(spawner);
+  undoStartup.push(() => spawner.close());
 
   const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
   const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
@@ -266,6 +271,7 @@ async function main(): Promise<void> {
       () => driver.close(),
       () => network.shutdown(),
       () => store.close(),
+      () => spawner.close(),
     ]) {
       await (async () => step())().catch((err: unknown) => {
         failed = true;

@@ -1,7 +1,14 @@
 export { newSandboxId, isSandboxId } from './ids.js';
 export { KeyedMutex } from './keyed-mutex.js';
 export { Limiter, forEachLimit } from './limit.js';
-export { runProcess, type ProcessOptions, type ProcessResult } from './subprocess.js';
+export {
+  runProcess,
+  launchProcessesWith,
+  type ProcessLauncher,
+  type ProcessOptions,
+  type ProcessResult,
+} from './subprocess.js';
+export { ProcessSpawner } from './spawner/client.js';
 export { silentLog, type Log } from './log.js';
 export { FreshConnectionAgent, requestOnce, type FreshRequest } from './fresh-connection.js';
 export { systemClock, isoTime, type Clock, type Timer } from './clock.js';

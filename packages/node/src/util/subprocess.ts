@@ -31,6 +31,22 @@ export interface ProcessResult {
   readonly outputExceeded: boolean;
 }
 
+/** Something that runs a program to completion as runProcess does (the process spawner). */
+export interface ProcessLauncher {
+  run(file: string, args: readonly string[], opts?: ProcessOptions): Promise<ProcessResult>;
+}
+
+let launcher: ProcessLauncher | undefined;
+
+/**
+ * From now on runProcess starts programs through `l` (undefined: from this process again).
+ * Process-wide on purpose: what a launcher saves is the cost of forking this process, which
+ * every caller pays alike. Runs with `onLine` or `outputFd` still start here.
+ */
+export function launchProcessesWith(l: ProcessLauncher | undefined): void {
+  launcher = l;
+}
+
 /**
  * Runs a program without a shell, to completion. Rejects only when it cannot be started (the
  * spawn error, e.g. ENOENT); an exit code, a timeout or too much output is in the result.
@@ -40,6 +56,7 @@ export function runProcess(
   args: readonly string[],
   opts: ProcessOptions = {},
 ): Promise<ProcessResult> {
+  if (launcher && !opts.onLine && opts.outputFd === undefined) return launcher.run(file, args, opts);
   return new Promise((resolve, reject) => {
     const out = opts.outputFd ?? 'pipe';
     const child = spawn(file, args, {
