@@ -6,43 +6,24 @@
  * stored (and no posix_fs chunk files sit on the same disk).
  */
 import { Sandbox } from 'e2b';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import {
-  writeS3RepositoryConfig,
-  startS3,
-  StallingRelay,
-  type S3Server,
-} from '@agentenv/test-support/snapshot';
-import {
   api,
-  cleanSandboxes,
   localCaptures,
-  removeState,
   RUNTIME_PATH,
   startServer,
   TEST_HOME,
-  useSdkEnv,
-  type TestServer,
+  useS3BehindRelay,
 } from '@agentenv/test-support/server';
 
 /** Helper 4's port range: the node reaches S3 only through this relay. */
 const RELAY_PORT = 19401;
 const CACHE = path.join(TEST_HOME, 'snapshot-cache');
 const CAPTURE_META = 'capture.json';
-
-const dir = mkdtempSync(path.join(tmpdir(), 'aenv-hot-data-'));
-
-const configFile = (s3: S3Server) =>
-  writeS3RepositoryConfig(path.join(dir, 'oss.toml'), {
-    endpoint: `http://127.0.0.1:${RELAY_PORT}`,
-    bucket: s3.bucket,
-    prefix: 'hot-data-test',
-  });
 
 function completeCapture(sandboxId: string): string | undefined {
   const d = path.join(TEST_HOME, 'captures', sandboxId);
@@ -82,33 +63,17 @@ async function filesOfSize(size: number): Promise<string[]> {
 const largest = (f: FileIds) => Object.values(f).sort((a, b) => b.size - a.size)[0]!;
 
 describe('one copy of a capture taken on this node', () => {
-  let s3: S3Server | undefined;
-  let relay: StallingRelay | undefined;
-  let server: TestServer | undefined;
+  const ctx = useS3BehindRelay({ relayPort: RELAY_PORT, prefix: 'hot-data-test' });
   let src: Sandbox | undefined;
 
   beforeAll(async () => {
-    s3 = await startS3();
-    relay = new StallingRelay(Number(new URL(s3.endpoint).port));
-    await relay.listen(RELAY_PORT);
-    removeState();
-    useSdkEnv();
-    server = await startServer({ AENV_CONFIG_PATH: configFile(s3), AENV_POOL_SIZE: '0' });
+    ctx.server = await startServer(ctx.env());
     src = await Sandbox.create({ timeoutMs: 600_000 });
     await src.files.write('/tmp/hot', 'one copy');
   });
-  afterAll(async () => {
-    relay?.flow();
-    await cleanSandboxes().catch(() => undefined);
-    await server?.stop();
-    removeState();
-    await relay?.close();
-    await s3?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   it('a snapshot is cached as the files its checkpoint wrote, and restores read them in place', async () => {
-    relay!.stall();
+    ctx.relay.stall();
     const taking = api('POST', `/sandboxes/${src!.sandboxId}/snapshots`, {});
     // Storing waits on S3, so the capture stays where the checkpoint put it.
     const capture = await eventually(() => {
@@ -117,8 +82,8 @@ describe('one copy of a capture taken on this node', () => {
       return c!;
     });
     const written = await captureFiles(capture);
-    await eventually(() => expect(relay!.held).toBeGreaterThan(0));
-    relay!.flow();
+    await eventually(() => expect(ctx.relay.held).toBeGreaterThan(0));
+    ctx.relay.flow();
     const taken = await taking;
     expect(taken.status).toBe(201);
     const snapshotId = String(taken.json.snapshotID);
@@ -139,13 +104,13 @@ describe('one copy of a capture taken on this node', () => {
   });
 
   it('a pause is cached as the files its checkpoint wrote once S3 holds it, and resumes from them', async () => {
-    relay!.stall();
+    ctx.relay.stall();
     expect((await api('POST', `/sandboxes/${src!.sandboxId}/pause`)).status).toBe(204);
     const capture = completeCapture(src!.sandboxId);
     expect(capture).toBeDefined();
     const written = await captureFiles(capture!);
-    await eventually(() => expect(relay!.held).toBeGreaterThan(0));
-    relay!.flow();
+    await eventually(() => expect(ctx.relay.held).toBeGreaterThan(0));
+    ctx.relay.flow();
     await eventually(() => expect(localCaptures(src!.sandboxId)).toEqual([]), { timeoutMs: 60_000 });
 
     const cached = await Promise.all(
