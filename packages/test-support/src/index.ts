@@ -1,1 +1,2 @@
 export { eventually, type EventuallyOptions } from './eventually.js';
+export { pidAlive } from './processes.js';

@@ -1,21 +1,12 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import { eventually, pidAlive } from '@agentenv/test-support';
 import { ProcessSpawner, SPAWNER_MAIN } from '../../src/util/spawner/client.js';
 import { parseReply, parseRequest } from '../../src/util/spawner/protocol.js';
 import { launchProcessesWith, runProcess } from '../../src/util/subprocess.js';
 
 if (!existsSync(SPAWNER_MAIN)) throw new Error(`${SPAWNER_MAIN} is not built: run npm run build first`);
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describe('process spawner protocol', () => {
   it('accepts runs and cancels, and says what is wrong with anything else', () => {
@@ -116,7 +107,7 @@ describe('process spawner', () => {
     const pid = own.pid!;
     await own.close();
     expect(await run).toMatchObject({ signal: 'SIGTERM' });
-    expect(alive(pid)).toBe(false);
+    expect(pidAlive(pid)).toBe(false);
     await expect(own.run('/bin/true', [])).rejects.toThrow(/closed/);
   });
 
@@ -136,6 +127,6 @@ describe('process spawner', () => {
     await new Promise((resolve) => parent.once('close', resolve));
     const helper = Number(out.trim());
     expect(helper).toBeGreaterThan(0);
-    await eventually(() => expect(alive(helper)).toBe(false), { timeoutMs: 10_000 });
+    await eventually(() => expect(pidAlive(helper)).toBe(false), { timeoutMs: 10_000 });
   });
 });

@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { eventually, pidAlive } from '@agentenv/test-support';
 import { DEFAULT_REAPER_PATH, reaperAvailable, runDetached } from '../../src/runtime/gvisor/reaper.js';
 
 const built = await reaperAvailable(DEFAULT_REAPER_PATH);
@@ -34,16 +35,7 @@ describe.skipIf(!built)('aenv-reaper', () => {
     );
     process.kill(orphan, 'SIGKILL');
     // Reaped at once by the reaper, which then has nothing left and exits.
-    const running = (pid: number) => {
-      try {
-        process.kill(pid, 0);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    for (let i = 0; i < 500 && running(reaper); i++) await new Promise((res) => setTimeout(res, 10));
-    expect(running(reaper)).toBe(false);
+    await eventually(() => expect(pidAlive(reaper)).toBe(false), { timeoutMs: 5_000, intervalMs: 10 });
     expect(() => readFileSync(`/proc/${orphan}/status`)).toThrow();
   });
 

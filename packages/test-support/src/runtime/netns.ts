@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import type { SandboxNet } from '@agentenv/node';
+import { pidAlive } from '../processes.js';
 
 /**
  * Ad-hoc network namespaces for the runtime tests, standing in for the node's NetworkManager:
@@ -15,15 +16,6 @@ const NS_PREFIX = 'aenvtest-';
 const ifTag = (pid: number) => `e${pid.toString(36)}`;
 let next = 0;
 const live = new Set<TestNet>();
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Removes namespaces (and their host-side links) left by test processes that died. */
 export function sweepStaleTestNets(): void {
