@@ -4,8 +4,17 @@ export interface ProcessOptions {
   /** Written to stdin, which is then closed; without it stdin is /dev/null. */
   readonly input?: string;
   readonly env?: NodeJS.ProcessEnv;
-  /** SIGKILL after this long; the result then says `timedOut`. */
+  /** `timeoutSignal` after this long; the result then says `timedOut`. */
   readonly timeoutMs?: number;
+  /** SIGKILL unless set: aenv-reaper takes SIGTERM as "stop the command" and stays for its sandbox. */
+  readonly timeoutSignal?: NodeJS.Signals;
+  /**
+   * The result comes once stdout ends instead of once the process has exited, for a program that
+   * closes stdout and runs on (aenv-reaper stays as long as the sandbox it adopted). The process
+   * is then neither waited for nor kept referenced, and its stderr is no longer read; `code` and
+   * `signal` are null unless it had exited.
+   */
+  readonly untilStdoutEnds?: boolean;
   /** Aborted: SIGTERM, and the result once the process has exited (and cleaned up after itself). */
   readonly signal?: AbortSignal;
   /** SIGKILL once stdout and stderr together exceed this; the result then says `outputExceeded`. */
@@ -63,6 +72,7 @@ export function runProcess(
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', out, out],
       env: opts.env ?? process.env,
     });
+    if (opts.untilStdoutEnds) child.unref();
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
     let size = 0;
@@ -90,7 +100,7 @@ export function runProcess(
         ? undefined
         : setTimeout(() => {
             timedOut = true;
-            child.kill('SIGKILL');
+            child.kill(opts.timeoutSignal ?? 'SIGKILL');
           }, opts.timeoutMs);
     const abort = () => child.kill('SIGTERM');
     if (opts.signal?.aborted) abort();
@@ -103,7 +113,7 @@ export function runProcess(
       done();
       reject(err);
     });
-    child.on('close', (code, signal) => {
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
       done();
       resolve({
         code,
@@ -113,7 +123,13 @@ export function runProcess(
         timedOut,
         outputExceeded,
       });
-    });
+    };
+    if (opts.untilStdoutEnds && child.stdout)
+      child.stdout.once('end', () => {
+        child.stderr?.destroy();
+        finish(child.exitCode, child.signalCode);
+      });
+    else child.on('close', finish);
     if (child.stdin) {
       // A child that exits before reading its stdin must not crash us with EPIPE.
       child.stdin.on('error', () => undefined);

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { eventually, pidAlive } from '@agentenv/test-support';
 import { DEFAULT_REAPER_PATH, reaperAvailable, runDetached } from '../../src/runtime/gvisor/reaper.js';
+import { launchProcessesWith, ProcessSpawner } from '../../src/util/index.js';
 
 const built = await reaperAvailable(DEFAULT_REAPER_PATH);
 if (!built)
@@ -37,6 +38,31 @@ describe.skipIf(!built)('aenv-reaper', () => {
     // Reaped at once by the reaper, which then has nothing left and exits.
     await eventually(() => expect(pidAlive(reaper)).toBe(false), { timeoutMs: 5_000, intervalMs: 10 });
     expect(() => readFileSync(`/proc/${orphan}/status`)).toThrow();
+  });
+
+  it('runs from the process spawner once installed, and outlives it while its orphan runs', async () => {
+    const spawner = new ProcessSpawner();
+    launchProcessesWith(spawner);
+    try {
+      const pidFile = join(dir, 'spawned-orphan.pid');
+      const r = await runDetached(['/bin/sh', '-c', `sleep 30 & echo $! > ${pidFile}; exit 4`], {
+        logPath: join(dir, 'd.log'),
+        timeoutMs: 10_000,
+        reaperPath: DEFAULT_REAPER_PATH,
+      });
+      expect(r).toMatchObject({ code: 4, timedOut: false });
+      const orphan = Number(readFileSync(pidFile, 'utf8'));
+      const reaper = Number(/^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${orphan}/status`, 'utf8'))?.[1]);
+      const parentOfReaper = /^PPid:\s+(\d+)$/m.exec(readFileSync(`/proc/${reaper}/status`, 'utf8'))?.[1];
+      expect(Number(parentOfReaper)).toBe(spawner.pid);
+      await spawner.close();
+      expect(pidAlive(reaper)).toBe(true);
+      process.kill(orphan, 'SIGKILL');
+      await eventually(() => expect(pidAlive(reaper)).toBe(false), { timeoutMs: 5_000, intervalMs: 10 });
+    } finally {
+      launchProcessesWith(undefined);
+      await spawner.close();
+    }
   });
 
   it('kills the command on timeout and says so', async () => {

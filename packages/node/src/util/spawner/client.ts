@@ -62,7 +62,9 @@ export class ProcessSpawner implements ProcessLauncher {
         ...(opts.input !== undefined ? { input: opts.input } : {}),
         ...(opts.env !== undefined ? { env: opts.env } : {}),
         ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
+        ...(opts.timeoutSignal !== undefined ? { timeoutSignal: opts.timeoutSignal } : {}),
         ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
+        ...(opts.untilStdoutEnds ? { untilStdoutEnds: true } : {}),
       });
       if (opts.signal?.aborted) cancel();
     });

@@ -27,7 +27,9 @@ lines.on('line', (line) => {
     ...(req.input !== undefined ? { input: req.input } : {}),
     ...(req.env !== undefined ? { env: req.env } : {}),
     ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
+    ...(req.timeoutSignal !== undefined ? { timeoutSignal: req.timeoutSignal } : {}),
     ...(req.maxOutputBytes !== undefined ? { maxOutputBytes: req.maxOutputBytes } : {}),
+    ...(req.untilStdoutEnds ? { untilStdoutEnds: true } : {}),
     signal: abort.signal,
   })
     .then(

@@ -12,7 +12,9 @@ export interface RunRequest {
   /** The whole environment; without it the spawner's own (the node's at its start). */
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly timeoutMs?: number;
+  readonly timeoutSignal?: NodeJS.Signals;
   readonly maxOutputBytes?: number;
+  readonly untilStdoutEnds?: boolean;
 }
 
 /** SIGTERM to the run `id` (an aborted signal); its reply still follows. */
@@ -50,6 +52,13 @@ export function parseRequest(line: string): SpawnerRequest | string {
     !optional(v.maxOutputBytes, 'number')
   )
     return 'input must be a string, timeoutMs and maxOutputBytes numbers';
+  if (
+    v.timeoutSignal !== undefined &&
+    (typeof v.timeoutSignal !== 'string' || !/^SIG[A-Z0-9]+$/.test(v.timeoutSignal))
+  )
+    return 'timeoutSignal must be a signal name';
+  if (v.untilStdoutEnds !== undefined && typeof v.untilStdoutEnds !== 'boolean')
+    return 'untilStdoutEnds must be a boolean';
   if (v.env !== undefined && (!isObject(v.env) || !Object.values(v.env).every((e) => optional(e, 'string'))))
     return 'env must map names to strings';
   return v as unknown as RunRequest;
