@@ -59,3 +59,17 @@ export function parseUsedPrefixes(
   }
   return used;
 }
+
+/**
+ * Links of `ip -o link show` that are set up but not passing traffic yet: the kernel has not
+ * activated them (qdisc still `noop`, which drops what is sent) or their carrier is not up.
+ */
+export function parseInactiveLinks(output: string): string[] {
+  const inactive: string[] = [];
+  for (const line of output.split('\n')) {
+    const match = /^\d+:\s+([^:@\s]+)[@:][^<]*<([^>]*)>/.exec(line);
+    if (!match?.[1] || !match[2]?.split(',').includes('UP')) continue;
+    if (/\sqdisc noop\s/.test(line) || /\sstate (DOWN|LOWERLAYERDOWN)\s/.test(line)) inactive.push(match[1]);
+  }
+  return inactive;
+}

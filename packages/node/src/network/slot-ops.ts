@@ -1,9 +1,12 @@
 import { writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SLOT_LINK_PREFIX, type SlotAddresses } from './addressing.js';
 import type { NetContext } from './context.js';
+import { NetworkError } from './errors.js';
 import { runCommand } from './exec.js';
 import { formatCidr } from './ipv4.js';
 import { ipRemoveBatch } from './host.js';
+import { parseInactiveLinks } from './parse.js';
 import {
   GATEWAY_MAC,
   ROUTER_GATEWAY,
@@ -129,6 +132,41 @@ export async function createSlotNetwork(ctx: NetContext, spec: SlotSpec, egress:
     await settleAll([rootSide, inside]);
   })();
   await settleAll([firewall, links]);
+  await untilLinksActive(ctx, names);
+}
+
+/** How long a new slot's links may take to become active, and how often that is looked at. */
+const LINK_ACTIVE_TIMEOUT_MS = 10_000;
+const LINK_ACTIVE_POLL_MS = 10;
+
+/**
+ * Waits until the kernel has activated every link of the slot. Until its link watcher has run for
+ * a link that was set up, the link's qdisc is `noop` and drops what is sent: the sandbox's first
+ * ARP request is lost, and its first connection waits for the ARP retry a second later. The
+ * watcher needs the RTNL lock, which the teardown of deleted namespaces holds for long stretches,
+ * so on a node that just released slots `link set up` can return well before that.
+ */
+async function untilLinksActive(ctx: NetContext, names: SlotNames): Promise<void> {
+  const show = (netns?: string) =>
+    runCommand(ctx.tools.ip, [
+      ...(netns ? ['-n', netns] : []),
+      '-o',
+      'link',
+      'show',
+      ...(netns ? [] : ['dev', names.hostVeth]),
+    ]);
+  const deadline = Date.now() + LINK_ACTIVE_TIMEOUT_MS;
+  for (;;) {
+    const outputs = await Promise.all([show(), show(names.routerNs), show(names.sandboxNs)]);
+    const inactive = parseInactiveLinks(outputs.map((o) => o.stdout).join('\n'));
+    if (inactive.length === 0) return;
+    if (Date.now() > deadline)
+      throw new NetworkError(
+        'COMMAND_FAILED',
+        `the links of ${names.sandboxNs} (${inactive.join(', ')}) were not active ${LINK_ACTIVE_TIMEOUT_MS} ms after they were set up`,
+      );
+    await sleep(LINK_ACTIVE_POLL_MS);
+  }
 }
 
 /** Like Promise.all, but waits for every step before failing, so cleanup never races a step. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  parseInactiveLinks,
   parseIptablesFlavour,
   parseLinkNames,
   parseNetnsList,
@@ -44,5 +45,16 @@ describe('output parsers', () => {
       '127.0.0.1',
       '198.51.100.0/24',
     ]);
+  });
+
+  it('finds the links that are set up but not activated by the kernel yet, or without carrier', () => {
+    const out = [
+      '1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN mode DEFAULT group default qlen 1000\\    link/loopback 00:00:00:00:00:00',
+      '2: up0@if23749: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noop state UP mode DEFAULT group default qlen 1000\\    link/ether ee:c9:c2:91:ea:62',
+      '3: gw0@if2: <NO-CARRIER,BROADCAST,MULTICAST,UP> mtu 1500 qdisc noqueue state LOWERLAYERDOWN mode DEFAULT group default',
+      '4: eth0@if3: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000',
+      '5: spare@if9: <BROADCAST,MULTICAST> mtu 1500 qdisc noop state DOWN mode DEFAULT group default qlen 1000',
+    ].join('\n');
+    expect(parseInactiveLinks(out)).toEqual(['up0', 'gw0']);
   });
 });

@@ -87,8 +87,10 @@ export async function fetchFrom(netns: string, url: string, timeoutSeconds = 2):
       '-sS',
       '--noproxy',
       '*',
+      // 2 s by default, past the 1 s ARP and SYN retry: a fresh slot's first packet is now and then
+      // lost on its way out and back (the router's counters show it leave), and a retry gets through.
       '--connect-timeout',
-      String(Math.min(1, timeoutSeconds)),
+      String(timeoutSeconds),
       '--max-time',
       String(timeoutSeconds),
       url,
