@@ -4,7 +4,7 @@ import { createInterface } from 'node:readline';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { ProcessLauncher, ProcessOptions, ProcessResult } from '../subprocess.js';
-import { parseReply, type SpawnerRequest } from './protocol.js';
+import { parseReply, wireOptions, type SpawnerRequest } from './protocol.js';
 
 /** The spawner's entry point, built from main.ts (the same path from src/ and from dist/). */
 export const SPAWNER_MAIN = fileURLToPath(new URL('../../../dist/util/spawner/main.js', import.meta.url));
@@ -55,17 +55,7 @@ export class ProcessSpawner implements ProcessLauncher {
         release: () => opts.signal?.removeEventListener('abort', cancel),
       });
       if (this.pending.size === 1) this.hold(child, true);
-      this.send(child, {
-        id,
-        file,
-        args,
-        ...(opts.input !== undefined ? { input: opts.input } : {}),
-        ...(opts.env !== undefined ? { env: opts.env } : {}),
-        ...(opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {}),
-        ...(opts.timeoutSignal !== undefined ? { timeoutSignal: opts.timeoutSignal } : {}),
-        ...(opts.maxOutputBytes !== undefined ? { maxOutputBytes: opts.maxOutputBytes } : {}),
-        ...(opts.untilStdoutEnds ? { untilStdoutEnds: true } : {}),
-      });
+      this.send(child, { id, file, args, ...wireOptions(opts) });
       if (opts.signal?.aborted) cancel();
     });
   }

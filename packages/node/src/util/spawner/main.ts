@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline';
 import { runProcess } from '../subprocess.js';
-import { parseRequest, type SpawnerReply } from './protocol.js';
+import { parseRequest, wireOptions, type SpawnerReply } from './protocol.js';
 
 /**
  * The process spawner (see client.ts): runs the programs its parent asks for and answers with
@@ -24,12 +24,7 @@ lines.on('line', (line) => {
   const abort = new AbortController();
   running.set(req.id, abort);
   runProcess(req.file, req.args, {
-    ...(req.input !== undefined ? { input: req.input } : {}),
-    ...(req.env !== undefined ? { env: req.env } : {}),
-    ...(req.timeoutMs !== undefined ? { timeoutMs: req.timeoutMs } : {}),
-    ...(req.timeoutSignal !== undefined ? { timeoutSignal: req.timeoutSignal } : {}),
-    ...(req.maxOutputBytes !== undefined ? { maxOutputBytes: req.maxOutputBytes } : {}),
-    ...(req.untilStdoutEnds ? { untilStdoutEnds: true } : {}),
+    ...wireOptions(req),
     signal: abort.signal,
   })
     .then(

@@ -1,20 +1,32 @@
-import type { ProcessResult } from '../subprocess.js';
+import type { ProcessOptions, ProcessResult } from '../subprocess.js';
+
+/** The options of runProcess that travel to the spawner (the rest cannot: a signal, callbacks, fds). */
+const WIRE_OPTIONS = [
+  'input',
+  'env',
+  'timeoutMs',
+  'timeoutSignal',
+  'maxOutputBytes',
+  'untilStdoutEnds',
+] as const;
+export type WireOptions = Pick<ProcessOptions, (typeof WIRE_OPTIONS)[number]>;
+
+/** The wire options set in `o`, and nothing else: what the client sends and the spawner runs with. */
+export function wireOptions(o: WireOptions): WireOptions {
+  const out: Record<string, unknown> = {};
+  for (const k of WIRE_OPTIONS) if (o[k] !== undefined) out[k] = o[k];
+  return out as WireOptions;
+}
 
 /**
  * The process spawner's wire format: one JSON object per line, requests on its stdin and
- * replies on its stdout, matched by `id`.
+ * replies on its stdout, matched by `id`. A run's `env`, when set, is the whole environment;
+ * without it the spawner's own (the node's at its start).
  */
-export interface RunRequest {
+export interface RunRequest extends WireOptions {
   readonly id: number;
   readonly file: string;
   readonly args: readonly string[];
-  readonly input?: string;
-  /** The whole environment; without it the spawner's own (the node's at its start). */
-  readonly env?: Readonly<Record<string, string | undefined>>;
-  readonly timeoutMs?: number;
-  readonly timeoutSignal?: NodeJS.Signals;
-  readonly maxOutputBytes?: number;
-  readonly untilStdoutEnds?: boolean;
 }
 
 /** SIGTERM to the run `id` (an aborted signal); its reply still follows. */
