@@ -2,6 +2,13 @@ import { createHash, type Hash } from 'node:crypto';
 import { open, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { basicAuthHeader, parseChallenges, pullScope, type Challenge, type Credentials } from './auth.js';
+import {
+  badTokenResponse,
+  parseTokenResponse,
+  tokenRealm,
+  tokenRequest,
+  type CachedToken,
+} from './bearer-token.js';
 import { OciError, type OciErrorCode } from './errors.js';
 import { drain, NetworkError, readBody, send, type HttpResponse } from './http.js';
 import { MANIFEST_ACCEPT } from './manifest.js';
@@ -63,6 +70,13 @@ function retryAfter(res: HttpResponse): number | undefined {
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
 }
 
+/** A status worth retrying becomes a RetriableStatus, so `retrying` tries again. */
+async function throwIfRetriable(res: HttpResponse, context: string): Promise<void> {
+  if (!RETRIABLE_STATUS.has(res.status)) return;
+  const detail = await errorDetail(res);
+  throw new RetriableStatus(res.status, retryAfter(res), `${context}: ${detail}`);
+}
+
 /** `{"errors":[{"code":"MANIFEST_UNKNOWN","message":"…"}]}` → `MANIFEST_UNKNOWN: …`. */
 async function errorDetail(res: HttpResponse): Promise<string> {
   const body = await readBody(res, 64 << 10).catch(() => Buffer.alloc(0));
@@ -84,7 +98,7 @@ async function errorDetail(res: HttpResponse): Promise<string> {
  */
 export class RegistryClient {
   readonly base: URL;
-  private readonly tokens = new Map<string, { header: string; expiresAt: number }>();
+  private readonly tokens = new Map<string, CachedToken>();
   private basic: string | undefined;
   private readonly attempts: number;
   private readonly baseDelayMs: number;
@@ -162,14 +176,7 @@ export class RegistryClient {
         await this.authenticate(typeof header === 'string' ? header : '', scope, init.signal);
         continue;
       }
-      if (RETRIABLE_STATUS.has(res.status)) {
-        const detail = await errorDetail(res);
-        throw new RetriableStatus(
-          res.status,
-          retryAfter(res),
-          `HTTP ${res.status} for ${url.pathname}: ${detail}`,
-        );
-      }
+      await throwIfRetriable(res, `HTTP ${res.status} for ${url.pathname}`);
       return res;
     }
   }
@@ -197,95 +204,37 @@ export class RegistryClient {
 
   /** The bearer-token flow of the distribution spec (GET realm with basic auth, or OAuth2 refresh token). */
   private async fetchToken(challenge: Challenge, scope: string, signal?: AbortSignal): Promise<void> {
-    const realm = challenge.params.realm;
-    if (!realm)
-      throw new OciError('unauthorized', `registry ${this.registry}: bearer challenge without realm`);
-    let url: URL;
-    try {
-      url = new URL(realm);
-    } catch {
-      throw new OciError('unauthorized', `registry ${this.registry}: bad token realm ${realm}`);
-    }
-    if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-      throw new OciError('unauthorized', `registry ${this.registry}: bad token realm ${realm}`);
-    }
-    const service = challenge.params.service;
-    const scopes = [
-      ...new Set([scope, ...(challenge.params.scope ? challenge.params.scope.split(' ') : [])]),
-    ];
-    const creds = this.opts.credentials;
+    const realm = tokenRealm(this.registry, challenge);
+    const req = tokenRequest(realm, challenge, scope, this.opts.credentials);
     const res = await this.retrying(
       'token request',
       async () => {
-        let r: HttpResponse;
-        if (creds && 'identityToken' in creds) {
-          const form = new URLSearchParams({
-            grant_type: 'refresh_token',
-            refresh_token: creds.identityToken,
-            client_id: 'agentenv',
-            ...(service ? { service } : {}),
-            scope: scopes.join(' '),
-          });
-          r = await send(url, {
-            method: 'POST',
-            headers: { 'content-type': 'application/x-www-form-urlencoded' },
-            body: form.toString(),
-            timeoutMs: this.timeoutMs,
-            ...(signal ? { signal } : {}),
-          });
-        } else {
-          const q = new URL(url);
-          if (service) q.searchParams.set('service', service);
-          for (const s of scopes) q.searchParams.append('scope', s);
-          if (creds) q.searchParams.set('account', creds.username);
-          r = await send(q, {
-            headers: creds ? { authorization: basicAuthHeader(creds) } : {},
-            timeoutMs: this.timeoutMs,
-            ...(signal ? { signal } : {}),
-          });
-        }
-        if (RETRIABLE_STATUS.has(r.status)) {
-          const detail = await errorDetail(r);
-          throw new RetriableStatus(
-            r.status,
-            retryAfter(r),
-            `token server ${url.host}: HTTP ${r.status}: ${detail}`,
-          );
-        }
+        const r = await send(req.url, {
+          ...req.init,
+          timeoutMs: this.timeoutMs,
+          ...(signal ? { signal } : {}),
+        });
+        await throwIfRetriable(r, `token server ${realm.host}: HTTP ${r.status}`);
         return r;
       },
       signal,
     );
+    if (res.status !== 200) throw await this.tokenRefusal(res, realm.host);
+    const body = await readBody(res, TOKEN_LIMIT).catch((e: Error) => {
+      throw badTokenResponse(realm.host, e);
+    });
+    this.tokens.set(scope, parseTokenResponse(realm.host, body, Date.now()));
+  }
+
+  private async tokenRefusal(res: HttpResponse, host: string): Promise<OciError> {
+    const detail = await errorDetail(res);
     if (res.status === 401 || res.status === 403) {
-      const detail = await errorDetail(res);
-      throw new OciError(
+      return new OciError(
         'unauthorized',
-        `registry ${this.registry}: token server ${url.host} refused ${creds ? 'the credentials' : 'anonymous access'} (HTTP ${res.status}: ${detail})`,
+        `registry ${this.registry}: token server ${host} refused ${this.opts.credentials ? 'the credentials' : 'anonymous access'} (HTTP ${res.status}: ${detail})`,
       );
     }
-    if (res.status !== 200) {
-      const detail = await errorDetail(res);
-      throw new OciError('registry_error', `token server ${url.host}: HTTP ${res.status}: ${detail}`);
-    }
-    let doc: { token?: unknown; access_token?: unknown; expires_in?: unknown };
-    try {
-      doc = JSON.parse((await readBody(res, TOKEN_LIMIT)).toString('utf8')) as typeof doc;
-    } catch (e) {
-      throw new OciError('registry_error', `token server ${url.host}: bad response: ${(e as Error).message}`);
-    }
-    const token =
-      typeof doc.token === 'string' && doc.token
-        ? doc.token
-        : typeof doc.access_token === 'string'
-          ? doc.access_token
-          : '';
-    if (!token) throw new OciError('registry_error', `token server ${url.host} returned no token`);
-    const ttl = typeof doc.expires_in === 'number' && doc.expires_in > 0 ? doc.expires_in : 60;
-    // Renew a little early so a long pull does not hit expiry mid-request.
-    this.tokens.set(scope, {
-      header: `Bearer ${token}`,
-      expiresAt: Date.now() + Math.max(10, ttl - 10) * 1000,
-    });
+    return new OciError('registry_error', `token server ${host}: HTTP ${res.status}: ${detail}`);
   }
 
   private async failure(res: HttpResponse, what: string, repository: string): Promise<OciError> {

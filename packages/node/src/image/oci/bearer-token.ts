@@ -1,0 +1,91 @@
+import { basicAuthHeader, type Challenge, type Credentials } from './auth.js';
+import { OciError } from './errors.js';
+import type { HttpRequest } from './http.js';
+
+/** The request for a bearer token, as the distribution spec's token flow wants it sent. */
+export interface TokenRequest {
+  readonly url: URL;
+  readonly init: Pick<HttpRequest, 'method' | 'headers' | 'body'>;
+}
+
+/** A token ready to send, and when to stop using it. */
+export interface CachedToken {
+  readonly header: string;
+  readonly expiresAt: number;
+}
+
+/** The token server named by a bearer challenge's realm; only http(s) URLs are followed. */
+export function tokenRealm(registry: string, challenge: Challenge): URL {
+  const realm = challenge.params.realm;
+  if (!realm) throw new OciError('unauthorized', `registry ${registry}: bearer challenge without realm`);
+  let url: URL;
+  try {
+    url = new URL(realm);
+  } catch {
+    throw new OciError('unauthorized', `registry ${registry}: bad token realm ${realm}`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new OciError('unauthorized', `registry ${registry}: bad token realm ${realm}`);
+  }
+  return url;
+}
+
+/**
+ * The token request for `scope` plus whatever scopes the challenge names: an identity token is
+ * exchanged by an OAuth2 refresh-token POST, otherwise a GET carries basic auth (or none).
+ */
+export function tokenRequest(
+  realm: URL,
+  challenge: Challenge,
+  scope: string,
+  creds: Credentials | undefined,
+): TokenRequest {
+  const service = challenge.params.service;
+  const scopes = [...new Set([scope, ...(challenge.params.scope ? challenge.params.scope.split(' ') : [])])];
+  if (creds && 'identityToken' in creds) {
+    const form = new URLSearchParams({
+      grant_type: 'refresh_token',
+      refresh_token: creds.identityToken,
+      client_id: 'agentenv',
+      ...(service ? { service } : {}),
+      scope: scopes.join(' '),
+    });
+    return {
+      url: realm,
+      init: {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: form.toString(),
+      },
+    };
+  }
+  const url = new URL(realm);
+  if (service) url.searchParams.set('service', service);
+  for (const s of scopes) url.searchParams.append('scope', s);
+  if (creds) url.searchParams.set('account', creds.username);
+  return { url, init: { headers: creds ? { authorization: basicAuthHeader(creds) } : {} } };
+}
+
+export function badTokenResponse(host: string, e: Error): OciError {
+  return new OciError('registry_error', `token server ${host}: bad response: ${e.message}`);
+}
+
+/** The token in a token server's JSON answer (`token`, or OAuth2's `access_token`), with its expiry. */
+export function parseTokenResponse(host: string, body: Buffer, now: number): CachedToken {
+  let doc: { token?: unknown; access_token?: unknown; expires_in?: unknown };
+  try {
+    doc = JSON.parse(body.toString('utf8')) as typeof doc;
+  } catch (e) {
+    throw badTokenResponse(host, e as Error);
+  }
+  const token =
+    typeof doc.token === 'string' && doc.token
+      ? doc.token
+      : typeof doc.access_token === 'string'
+        ? doc.access_token
+        : '';
+  if (!token) throw new OciError('registry_error', `token server ${host} returned no token`);
+  const ttl = typeof doc.expires_in === 'number' && doc.expires_in > 0 ? doc.expires_in : 60;
+  // Renew a little early so a long pull does not hit expiry mid-request.
+  return { header: `Bearer ${token}`, expiresAt: now + Math.max(10, ttl - 10) * 1000 };
+}
