@@ -1,7 +1,7 @@
-import { createHash, type Hash } from 'node:crypto';
-import { open, rm } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { basicAuthHeader, parseChallenges, pullScope, type Challenge, type Credentials } from './auth.js';
+import { BlobFile, resumeHeaders, resumeStep, type BlobProgress } from './blob-download.js';
 import {
   badTokenResponse,
   parseTokenResponse,
@@ -41,9 +41,12 @@ export interface FetchedManifest {
   readonly digest: string;
 }
 
-export interface BlobProgress {
-  readonly done: number;
-  readonly total: number;
+export interface BlobDownloadOptions {
+  readonly what: string;
+  readonly signal?: AbortSignal;
+  readonly onProgress?: (p: BlobProgress) => void;
+  /** fsync the file before it counts as downloaded. */
+  readonly sync?: boolean;
 }
 
 const MANIFEST_LIMIT = 4 << 20;
@@ -336,85 +339,46 @@ export class RegistryClient {
     digest: string,
     size: number,
     dest: string,
-    opts: { signal?: AbortSignal; onProgress?: (p: BlobProgress) => void; what: string; sync?: boolean },
+    opts: BlobDownloadOptions,
   ): Promise<void> {
-    const fh = await open(dest, 'wx', 0o600);
-    let hash: Hash = createHash('sha256');
-    let done = 0;
+    const file = await BlobFile.create(dest, size, opts.what);
     let ok = false;
     try {
       await this.retrying(
         `downloading ${opts.what}`,
-        async () => {
-          const headers: Record<string, string> = done > 0 ? { range: `bytes=${done}-` } : {};
-          const res = await this.request(`${repository}/blobs/${digest}`, pullScope(repository), {
-            headers,
-            ...(opts.signal ? { signal: opts.signal } : {}),
-          });
-          if (res.status === 200 && done > 0) {
-            // The server ignored the range: start over.
-            done = 0;
-            hash = createHash('sha256');
-            await fh.truncate(0);
-          } else if (res.status === 206 && done > 0) {
-            const cr = String(res.headers['content-range'] ?? '');
-            if (!cr.startsWith(`bytes ${done}-`)) {
-              drain(res);
-              throw new OciError('registry_error', `${opts.what}: server answered a bad range (${cr})`);
-            }
-          } else if (res.status !== 200) {
-            throw await this.failure(res, opts.what, repository);
-          }
-          let lastReport = 0;
-          try {
-            for await (const chunk of res.body as AsyncIterable<Buffer>) {
-              if (done + chunk.length > size) {
-                res.body.destroy();
-                throw new OciError(
-                  'digest_mismatch',
-                  `${opts.what}: registry sent more than the ${size} bytes the manifest declares`,
-                );
-              }
-              await fh.write(chunk, 0, chunk.length, done);
-              hash.update(chunk);
-              done += chunk.length;
-              const now = Date.now();
-              if (opts.onProgress && now - lastReport >= 100) {
-                lastReport = now;
-                opts.onProgress({ done, total: size });
-              }
-            }
-          } catch (e) {
-            if (e instanceof OciError) throw e;
-            const code = (e as NodeJS.ErrnoException).code;
-            if (code === 'ENOSPC' || code === 'EDQUOT' || code === 'EIO') throw e;
-            throw new NetworkError(
-              `${opts.what}: transfer interrupted at ${done}/${size} bytes: ${(e as Error).message}`,
-              code,
-              {
-                cause: e,
-              },
-            );
-          }
-          if (done < size) {
-            throw new NetworkError(`${opts.what}: connection closed at ${done}/${size} bytes`, 'ESHORT');
-          }
-        },
+        () => this.downloadRest(repository, digest, file, opts),
         opts.signal,
       );
-      const got = `sha256:${hash.digest('hex')}`;
-      if (got !== digest) {
-        throw new OciError(
-          'digest_mismatch',
-          `${opts.what}: downloaded bytes hash to ${got}, not ${digest}; rejected`,
-        );
-      }
-      if (opts.sync) await fh.sync();
-      opts.onProgress?.({ done, total: size });
+      await file.complete(digest, opts.sync ?? false);
+      opts.onProgress?.({ done: file.done, total: size });
       ok = true;
     } finally {
-      await fh.close();
-      if (!ok) await rm(dest, { force: true });
+      await file.close(ok);
     }
+  }
+
+  /** One GET of the blob's bytes `file` does not hold yet, written to it as they arrive. */
+  private async downloadRest(
+    repository: string,
+    digest: string,
+    file: BlobFile,
+    opts: BlobDownloadOptions,
+  ): Promise<void> {
+    const res = await this.request(`${repository}/blobs/${digest}`, pullScope(repository), {
+      headers: resumeHeaders(file.done),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    const range = String(res.headers['content-range'] ?? '');
+    switch (resumeStep(file.done, res.status, range)) {
+      case 'restart':
+        await file.restart();
+        break;
+      case 'bad_range':
+        drain(res);
+        throw new OciError('registry_error', `${opts.what}: server answered a bad range (${range})`);
+      case 'failed':
+        throw await this.failure(res, opts.what, repository);
+    }
+    await file.receive(res.body, opts.onProgress);
   }
 }
