@@ -1,7 +1,8 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import tar from 'tar-stream';
-import { readTar, type TarHeader } from '../../src/image/oci/tar.js';
+import { blockKind, memberHeader, parsePax, type TarHeader } from '../../src/image/oci/tar-header.js';
+import { readTar } from '../../src/image/oci/tar.js';
 import { safeComponents } from '../../src/image/oci/unpack.js';
 
 /** A raw 512-byte header with a correct checksum (GNU magic unless `ustar`). */
@@ -182,6 +183,109 @@ describe('tar reader', () => {
     })();
     for await (const m of readTar(src)) for await (const _ of m.body) void _;
     expect(pulled).toBe(buf.length);
+  });
+});
+
+describe('tar extended headers', () => {
+  it('applies global PAX records to every later entry, per-entry ones to the next only', async () => {
+    const global = paxRecords([['uid', Buffer.from('7')]]);
+    const own = paxRecords([['uid', Buffer.from('8')]]);
+    const buf = Buffer.concat([
+      rawHeader({ name: 'g', flag: 'g', size: global.length }),
+      pad(global),
+      rawHeader({ name: 'x', flag: 'x', size: own.length }),
+      pad(own),
+      rawHeader({ name: 'a', flag: '0' }),
+      rawHeader({ name: 'b', flag: '0' }),
+      END,
+    ]);
+    expect((await read(buf)).map((m) => [m.header.path, m.header.uid])).toEqual([
+      ['a', 8],
+      ['b', 7],
+    ]);
+  });
+
+  it('refuses an extended header too large to hold in memory', async () => {
+    const buf = Buffer.concat([rawHeader({ name: 'x', flag: 'x', size: (1 << 20) + 1 }), END]);
+    await expect(read(buf)).rejects.toThrow(/1048577-byte extended header/);
+  });
+});
+
+describe('tar member headers', () => {
+  const none = { pax: new Map<string, Buffer>(), longName: null, longLink: null };
+  const pax = (records: Record<string, string>) =>
+    new Map(Object.entries(records).map(([k, v]) => [k, Buffer.from(v)]));
+  const parse = (h: Buffer, ext = none) => memberHeader(h, blockKind(h), ext);
+
+  it('takes the path from PAX, else a GNU long name, else the ustar prefix and name', () => {
+    const h = rawHeader({ name: 'name', flag: '0', linkname: 'field', ustar: true });
+    h.write('prefix', 345, 'utf8');
+    expect(parse(h).header).toMatchObject({ path: 'prefix/name', linkname: 'field' });
+    const gnu = { ...none, longName: 'long/name', longLink: 'long/link' };
+    expect(parse(h, gnu).header).toMatchObject({ path: 'long/name', linkname: 'long/link' });
+    const both = { ...gnu, pax: pax({ path: 'pax/path', linkpath: 'pax/link' }) };
+    expect(parse(h, both).header).toMatchObject({ path: 'pax/path', linkname: 'pax/link' });
+    // Old GNU headers have no prefix field: those bytes are something else.
+    const old = rawHeader({ name: 'name', flag: '0' });
+    old.write('prefix', 345, 'utf8');
+    expect(parse(old).header.path).toBe('name');
+  });
+
+  it('derives the type from the flag and a trailing slash', () => {
+    const type = (name: string, flag: string) => parse(rawHeader({ name, flag })).header.type;
+    expect(type('d/', '0')).toBe('dir');
+    expect(type('d/', '\0')).toBe('dir');
+    expect(type('c/', '7')).toBe('file');
+    expect(type('dump', 'D')).toBe('dir');
+    expect(type('p', '6')).toBe('fifo');
+    expect(() => type('weird', 'Z')).toThrow(/member weird has unsupported type 'Z'/);
+  });
+
+  it('lets PAX numbers replace the header fields, and refuses bad ones', () => {
+    const h = rawHeader({ name: 'f', flag: '0', size: 5 });
+    const ext = { ...none, pax: pax({ size: '12', gid: '70000', mtime: '1700000000.25' }) };
+    expect(parse(h, ext)).toMatchObject({
+      dataSize: 12,
+      header: { size: 12, gid: 70000, mtime: 1700000000.25 },
+    });
+    // Only files have a size; other members' data is skipped all the same.
+    expect(parse(rawHeader({ name: 'l', flag: '2', size: 3 }))).toMatchObject({
+      dataSize: 3,
+      header: { size: 0 },
+    });
+    expect(() => parse(h, { ...none, pax: pax({ uid: '-1' }) })).toThrow(/bad PAX uid/);
+    expect(() => parse(h, { ...none, pax: pax({ mtime: 'soon' }) })).toThrow(/bad PAX mtime/);
+    expect(() => parse(h, { ...none, pax: pax({ 'GNU.sparse.map': '0,1' }) })).toThrow(/PAX sparse file/);
+  });
+
+  it('reads base-256 numbers, refusing negative ones', () => {
+    const h = rawHeader({ name: 'big', flag: '0' });
+    h.fill(0, 124, 136);
+    h[124] = 0x80;
+    h.writeUIntBE(10 * 2 ** 32, 130, 6);
+    expect(blockKind(h)).toEqual({ flag: '0', size: 10 * 2 ** 32 });
+    h[124] = 0xff;
+    expect(() => blockKind(h)).toThrow(/negative size/);
+  });
+
+  it('parses PAX records with binary values, refusing malformed ones', () => {
+    const value = Buffer.from([0, 0x0a, 0xff]);
+    expect(
+      parsePax(
+        paxRecords([
+          ['SCHILY.xattr.user.a', value],
+          ['path', Buffer.from('p')],
+        ]),
+      ),
+    ).toEqual(
+      new Map([
+        ['SCHILY.xattr.user.a', value],
+        ['path', Buffer.from('p')],
+      ]),
+    );
+    expect(() => parsePax(Buffer.from('99 path=p\n'))).toThrow(/malformed PAX header/);
+    expect(() => parsePax(Buffer.from('x path=p\n'))).toThrow(/malformed PAX header/);
+    expect(() => parsePax(Buffer.from('5 ab\n'))).toThrow(/malformed PAX record/);
   });
 });
 

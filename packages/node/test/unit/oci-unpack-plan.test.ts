@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { OciError } from '../../src/image/oci/errors.js';
-import type { TarHeader } from '../../src/image/oci/tar.js';
+import type { TarHeader } from '../../src/image/oci/tar-header.js';
 import {
   LayerPlanner,
   OVERLAY_OPAQUE_XATTR,

@@ -1,5 +1,5 @@
 import { OciError } from './errors.js';
-import type { TarHeader } from './tar.js';
+import type { TarHeader } from './tar-header.js';
 
 /**
  * What unpacking a layer does to its directory, decided without touching it: each archive entry
