@@ -6,6 +6,7 @@ export type { ConnectOptions, ResumeBoot } from './resume.js';
 export { SandboxWarmPool, type PooledSandbox, type WarmPoolOptions } from './warm-pool.js';
 export { isTransient, visibleState, SANDBOX_STATES, type SandboxState, type Operation } from './states.js';
 export {
+  filesSince,
   readSandboxRecord,
   SandboxRecordError,
   SANDBOX_RECORD_VERSION,
