@@ -39,6 +39,37 @@ async function reconnecting(
   }
 }
 
+/** Relays the events only `node` knows (RELAYED) from its own stream, until `stop`. */
+function relayNode(
+  s: ClusterStreamSources,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  node: ClusterNode,
+  stop: AbortSignal,
+): Promise<void> {
+  return reconnecting(
+    stop,
+    (err) => s.log(`dashboard: stream of ${node.nodeID} dropped`, err),
+    async (connected) => {
+      const r = await s.fetch(new URL(`${url.pathname}${url.search}`, node.url), {
+        headers: forwardedHeaders(req.headers),
+        signal: stop,
+      });
+      if (!r.ok || !r.body) {
+        await r.body?.cancel();
+        return;
+      }
+      connected();
+      const parser = new EventStreamParser();
+      const decoder = new TextDecoder();
+      for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
+        for (const e of parser.push(decoder.decode(chunk, { stream: true })))
+          if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
+    },
+  );
+}
+
 /**
  * The cluster's /dashboard/api/stream (optionally `?sandboxID=`): the same events a node's
  * stream sends, each from where the cluster knows it best. Lifecycle events (`sandbox`) are the
@@ -57,28 +88,6 @@ export async function clusterStream(
   const relays = new Map<string, AbortController>();
   const only = url.searchParams.get('sandboxID') ?? undefined;
   const send = (event: string, data: unknown) => res.write(formatEvent(event, data));
-
-  const relay = (node: ClusterNode, stop: AbortSignal) =>
-    reconnecting(
-      stop,
-      (err) => s.log(`dashboard: stream of ${node.nodeID} dropped`, err),
-      async (connected) => {
-        const r = await s.fetch(new URL(`${url.pathname}${url.search}`, node.url), {
-          headers: forwardedHeaders(req.headers),
-          signal: stop,
-        });
-        if (!r.ok || !r.body) {
-          await r.body?.cancel();
-          return;
-        }
-        connected();
-        const parser = new EventStreamParser();
-        const decoder = new TextDecoder();
-        for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
-          for (const e of parser.push(decoder.decode(chunk, { stream: true })))
-            if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
-      },
-    );
 
   const lifecycle = () =>
     reconnecting(
@@ -108,7 +117,7 @@ export async function clusterStream(
       if (relays.has(n.nodeID)) continue;
       const c = new AbortController();
       relays.set(n.nodeID, c);
-      void relay(n, AbortSignal.any([signal, c.signal]));
+      void relayNode(s, req, res, url, n, AbortSignal.any([signal, c.signal]));
     }
   };
   const listNodes = () =>
