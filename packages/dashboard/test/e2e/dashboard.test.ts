@@ -1,5 +1,5 @@
 import { Sandbox } from 'e2b';
-import type { Page } from 'playwright-core';
+import type { Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import {
@@ -275,12 +275,16 @@ describe.skipIf(!haveChromium)('the dashboard on a node with 500 sandbox records
 
     const t = await browser.page('desktop');
     await t.page.addInitScript((key) => sessionStorage.setItem('aenv.apiKey', key), API_KEY);
-    // Read while the page is open: a body read after the test closed it would reject unhandled.
+    // Read while the page is open. The page refreshes the list on its own, so a read may still
+    // be under way when the page closes: that one rejects, and only the ones awaited below count.
     const pageSizes: Promise<number>[] = [];
-    t.page.on('response', (r) => {
-      if (r.url().includes('/dashboard/api/sandboxes?'))
-        pageSizes.push(r.json().then((b: { items: unknown[] }) => b.items.length));
-    });
+    const onResponse = (r: Response) => {
+      if (!r.url().includes('/dashboard/api/sandboxes?')) return;
+      const size = r.json().then((b: { items: unknown[] }) => b.items.length);
+      size.catch(() => undefined);
+      pageSizes.push(size);
+    };
+    t.page.on('response', onResponse);
     await t.page.goto(`${DASHBOARD}#/sandboxes?state=paused`);
     await t.page.locator('tr[data-sandbox]').nth(24).waitFor();
     const timing = await t.page.evaluate(() => ({
@@ -293,6 +297,7 @@ describe.skipIf(!haveChromium)('the dashboard on a node with 500 sandbox records
     expect(await t.page.getByTestId('page-range').textContent()).toBe('1–25 of 500');
     await t.page.getByRole('button', { name: 'Older →' }).click();
     await t.page.getByTestId('page-range').filter({ hasText: '26–50 of 500' }).waitFor();
+    t.page.off('response', onResponse);
     expect(pageSizes.length).toBeGreaterThan(0);
     expect((await Promise.all(pageSizes)).every((n) => n <= 25)).toBe(true);
     await screenshot(t.page, 'sandboxes-500-desktop');
