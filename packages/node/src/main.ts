@@ -1,16 +1,13 @@
-import { mkdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
-import { ConfigError, loadConfig, parseListenAddress } from './config/index.js';
-import { defaultToolsDir, EnvdClient, envdVersion } from './envd/index.js';
-import { ImageStore } from './image/index.js';
+import { ConfigError, loadConfig, parseListenAddress, type NodeConfig } from './config/index.js';
 import { MetricsHistory, MetricsSampler, NodeMetrics } from './metrics/index.js';
-import { NetworkManager } from './network/index.js';
 import { startChunkExchange } from './p2p/index.js';
 import {
   LocalCaptureDirs,
@@ -18,16 +15,11 @@ import {
   Orchestrator,
   procMeminfo,
   RepositoryPauses,
-  SandboxStore,
   SandboxWarmPool,
 } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
-import { loadOrCreateSecret, newApiKey, newNodeSecret } from './security/index.js';
-import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from './sources/index.js';
-import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from './templates/index.js';
-import { launchProcessesWith, Limiter, ProcessSpawner } from './util/index.js';
 import { VolumeStore } from './volumes/index.js';
-import { createDriver, openSnapshotRepository } from './wiring/index.js';
+import { openTemplates, prepareHost, type NodeHost, type NodeTemplates } from './wiring/index.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -55,76 +47,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   });
 }
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
-  const { host, port } = parseListenAddress(config.apiAddr);
-  const home = config.homePath;
-  mkdirSync(home, { recursive: true });
-
-  // The programs the node runs (ip, iptables, runsc, …) start from a small helper: see ProcessSpawner.
-  const spawner = new ProcessSpawner();
-  launchProcessesWith(spawner);
-  undoStartup.push(() => spawner.close());
-
-  const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
-  const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
-
-  const driver = createDriver(config.runtime, {
-    runtimePath: config.runtimePath,
-    nodeTag: config.network.nodeTag,
-  });
-  const probe = await driver.probe();
-  if (!probe.available) throw new ConfigError(`runtime ${driver.name} is not usable: ${probe.reason}`);
-  // Sandboxes a crashed predecessor left running are released before anything new starts.
-  await driver.prepare();
-  undoStartup.push(() => driver.close());
-  const network = await NetworkManager.create({
-    nodeTag: config.network.nodeTag,
-    hostRange: config.network.hostRange,
-    alwaysDenied: config.network.alwaysDeniedCidrs,
-    // Spare slots beyond the warm sandboxes' own, so resumes and cold creates rarely wait.
-    poolSize: config.pool.size + 2,
-    logger,
-  });
-  undoStartup.push(() => network.shutdown());
-  const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
-  undoStartup.push(() => store.close());
-  const toolsDir = process.env.AENV_TOOLS_DIR ?? defaultToolsDir();
-  const base = new BaseTemplate({ home, driver, network, toolsDir, logger });
-
-  const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
-  const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
-
-  // What creates start from: snapshots, then built templates, then `base`; images; forks.
-  const images = new ImageBoot({ images: new ImageStore({ home }), toolsDir });
-  const envdVer = await envdVersion(toolsDir);
-  const envd = (host: string, port: number) => new EnvdClient(host, port);
-  const buildFiles = new BuildFiles(path.join(home, 'build-files'));
-  const built = new BuiltTemplates({
-    store: snapshotStore,
-    cache: snapshotCache,
-    runner: new BuildRunner({
-      driver,
-      network,
-      images,
-      // The chain is made below from `built` itself: a build may start from a built template.
-      sources: { resolve: (s) => sources.resolve(s) },
-      envd,
-      files: buildFiles,
-      workDir: path.join(home, 'builds'),
-    }),
-    queue: new Limiter(2),
-    envdVersion: envdVer,
-    builtin: base,
-    logger,
-  });
-  const sources = createSourceChain({
-    snapshots,
-    templates: [built, base],
-    cold: new ColdImages({ images, envdVersion: envdVer }),
-  });
-  const captures = new LocalCaptureDirs(path.join(home, 'captures'));
+/** The orchestrator and what it reports through: metrics, the event log, the chunk exchange. */
+async function assembleNode(config: NodeConfig, host: NodeHost, t: NodeTemplates, logger: Logger) {
+  const { driver, network } = host;
+  const captures = new LocalCaptureDirs(path.join(config.homePath, 'captures'));
   const pool = new SandboxWarmPool({
     size: config.pool.size,
     driver,
@@ -141,15 +67,15 @@ async function main(): Promise<void> {
   const schedulerUrl = config.cluster.schedulerUrl;
   const chunks = await startChunkExchange({
     config,
-    apiKey,
+    apiKey: host.apiKey,
     ...(schedulerUrl && {
       scheduler: {
-        lookup: createSchedulerClient({ url: schedulerUrl, apiKey }),
+        lookup: createSchedulerClient({ url: schedulerUrl, apiKey: host.apiKey }),
         nodeId: config.nodeIdentity.nodeId,
       },
     }),
-    store: snapshotStore,
-    cache: snapshotCache,
+    store: t.snapshotStore,
+    cache: t.snapshotCache,
     registry: metrics.registry,
     logger,
   });
@@ -158,15 +84,15 @@ async function main(): Promise<void> {
   const activity = new LifecycleActivity(config.nodeIdentity.nodeId);
   const orchestrator: Orchestrator = new Orchestrator({
     config,
-    store,
+    store: host.store,
     driver,
-    sources,
-    snapshots,
-    pauses: new RepositoryPauses(snapshotStore, snapshotCache, nodeSecret),
+    sources: t.sources,
+    snapshots: t.snapshots,
+    pauses: new RepositoryPauses(t.snapshotStore, t.snapshotCache, host.nodeSecret),
     slots: network,
-    envd,
+    envd: t.envd,
     logger,
-    nodeSecret,
+    nodeSecret: host.nodeSecret,
     captures,
     observer: observeAll(metrics, events.observer, {
       stage: (name, ms) => activity.stage(name, ms),
@@ -177,102 +103,79 @@ async function main(): Promise<void> {
     pool,
     memory: { host: procMeminfo, totalBytes: totalmem() },
   });
-  const usageHistory = new MetricsHistory(USAGE_HISTORY_SAMPLES);
-  const usageSampler = new MetricsSampler({
+  return { orchestrator, metrics, chunks, events, activity };
+}
+
+/** Samples every sandbox's usage for the metrics endpoints. */
+function usageSampling(orchestrator: Orchestrator, logger: Logger) {
+  const history = new MetricsHistory(USAGE_HISTORY_SAMPLES);
+  const sampler = new MetricsSampler({
     source: {
       known: () =>
         orchestrator.list().map((r) => ({ sandboxId: r.sandboxId, running: r.state === 'running' })),
       sample: (id) => orchestrator.usage(id),
     },
-    history: usageHistory,
+    history,
     intervalMs: USAGE_SAMPLE_INTERVAL_MS,
     logger,
   });
-  const proxy = new SandboxProxy(orchestrator, logger);
-  orchestrator.beforeCapture((id) => proxy.drain(id));
-  const agent = config.cluster.schedulerUrl
-    ? clusterAgent({
-        schedulerUrl: config.cluster.schedulerUrl,
-        apiKey,
-        nodeId: config.nodeIdentity.nodeId,
-        clusterId: config.nodeIdentity.clusterId,
-        advertiseUrl: config.cluster.advertiseUrl ?? `http://${config.apiAddr}`,
-        version,
-        limits: config.orchestrator,
-        records: () => orchestrator.list(),
-        cache: snapshotCache,
-        repository: snapshotStore,
-        events,
-        logger,
-        p2p: chunks.advertisement,
-      })
-    : undefined;
-  const recovered = orchestrator.recover();
-  if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+  return { history, sampler };
+}
 
-  const app = await buildApp({
-    config,
-    apiKey,
-    orchestrator,
-    snapshots,
-    templates: { built, files: buildFiles },
-    proxy,
-    metrics,
-    events,
-    usage: { history: usageHistory, sampleNow: (id) => usageSampler.sampleOne(id) },
-    logger,
+/** The node's membership of a cluster, when a scheduler is configured. */
+function clusterMembership(
+  config: NodeConfig,
+  host: NodeHost,
+  t: NodeTemplates,
+  node: Awaited<ReturnType<typeof assembleNode>>,
+  logger: Logger,
+) {
+  const schedulerUrl = config.cluster.schedulerUrl;
+  if (!schedulerUrl) return undefined;
+  return clusterAgent({
+    schedulerUrl,
+    apiKey: host.apiKey,
+    nodeId: config.nodeIdentity.nodeId,
+    clusterId: config.nodeIdentity.clusterId,
+    advertiseUrl: config.cluster.advertiseUrl ?? `http://${config.apiAddr}`,
     version,
-    volumes: new VolumeStore(config.volumes.path),
-    dashboard: { activity, store: snapshotStore, cache: snapshotCache },
+    limits: config.orchestrator,
+    records: () => node.orchestrator.list(),
+    cache: t.snapshotCache,
+    repository: t.snapshotStore,
+    events: node.events,
+    logger,
+    p2p: node.chunks.advertisement,
   });
-  await app.listen({ host, port });
-  usageSampler.start();
-  undoStartup.length = 0;
-  orchestrator.startTtlLoop();
-  orchestrator.startMemoryWatch();
-  orchestrator.startIdleLoop();
-  // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
-  // first start builds it (minutes); a failed build still joins, and creates retry it.
-  void base
-    .prepare()
-    .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'))
-    .finally(() => {
-      if (!signals.received) agent?.start();
-    });
+}
 
+/** How to reach the node, on stdout for whoever started it. */
+function announce(config: NodeConfig, apiKey: string): void {
+  const { host, port } = parseListenAddress(config.apiAddr);
   const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
-      `AgentENV node ${version} listening on ${url} (home ${home})`,
+      `AgentENV node ${version} listening on ${url} (home ${config.homePath})`,
       `API key: ${apiKey}`,
       'Point the E2B SDK at it with:',
       `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_VOLUME_API_URL=${url} E2B_API_KEY=${apiKey}`,
       '',
     ].join('\n'),
   );
+}
 
+/**
+ * Stops the node: every step runs even when one before it failed, and the host's rules and
+ * namespaces go last. The exit code says whether all of them worked.
+ */
+function stopWith(logger: Logger, steps: (() => unknown)[]): (signal: string) => Promise<void> {
   let stopping = false;
-  signals.stop = async (signal: string) => {
+  return async (signal) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: pausing running sandboxes');
-    // Drained first, so the cluster stops placing here while the sandboxes are paused. Every step
-    // runs even when one before it failed: the host's rules and namespaces go last.
     let failed = false;
-    for (const step of [
-      () => agent?.drain(),
-      () => usageSampler.stop(),
-      () => orchestrator.shutdown(),
-      () => agent?.stop(),
-      () => base.close(),
-      () => app.close(),
-      () => chunks.close(),
-      () => proxy.close(),
-      () => driver.close(),
-      () => network.shutdown(),
-      () => store.close(),
-      () => spawner.close(),
-    ]) {
+    for (const step of steps) {
       await (async () => step())().catch((err: unknown) => {
         failed = true;
         logger.error({ err }, 'shutdown step failed');
@@ -280,6 +183,69 @@ async function main(): Promise<void> {
     }
     process.exit(failed ? 1 : 0);
   };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
+  const { host, port } = parseListenAddress(config.apiAddr);
+  const machine = await prepareHost(config, logger, undoStartup);
+  const t = await openTemplates(config, machine, logger);
+  const node = await assembleNode(config, machine, t, logger);
+  const { orchestrator } = node;
+  const usage = usageSampling(orchestrator, logger);
+  const proxy = new SandboxProxy(orchestrator, logger);
+  orchestrator.beforeCapture((id) => proxy.drain(id));
+  const agent = clusterMembership(config, machine, t, node, logger);
+  const recovered = orchestrator.recover();
+  if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');
+
+  const app = await buildApp({
+    config,
+    apiKey: machine.apiKey,
+    orchestrator,
+    snapshots: t.snapshots,
+    templates: { built: t.built, files: t.buildFiles },
+    proxy,
+    metrics: node.metrics,
+    events: node.events,
+    usage: { history: usage.history, sampleNow: (id) => usage.sampler.sampleOne(id) },
+    logger,
+    version,
+    volumes: new VolumeStore(config.volumes.path),
+    dashboard: { activity: node.activity, store: t.snapshotStore, cache: t.snapshotCache },
+  });
+  await app.listen({ host, port });
+  usage.sampler.start();
+  undoStartup.length = 0;
+  orchestrator.startTtlLoop();
+  orchestrator.startMemoryWatch();
+  orchestrator.startIdleLoop();
+  // The node joins the cluster once `base` exists, so the scheduler places nothing here while the
+  // first start builds it (minutes); a failed build still joins, and creates retry it.
+  void t.base
+    .prepare()
+    .catch((err) => logger.error({ err }, 'building the base template failed; creates will retry'))
+    .finally(() => {
+      if (!signals.received) agent?.start();
+    });
+  announce(config, machine.apiKey);
+
+  // Drained first, so the cluster stops placing here while the sandboxes are paused.
+  signals.stop = stopWith(logger, [
+    () => agent?.drain(),
+    () => usage.sampler.stop(),
+    () => orchestrator.shutdown(),
+    () => agent?.stop(),
+    () => t.base.close(),
+    () => app.close(),
+    () => node.chunks.close(),
+    () => proxy.close(),
+    () => machine.driver.close(),
+    () => machine.network.shutdown(),
+    () => machine.store.close(),
+    () => machine.spawner.close(),
+  ]);
   if (signals.received) void signals.stop(signals.received);
 }
 

@@ -65,11 +65,15 @@ Examples:
     .command('pause')
     .description('pause a running sandbox (its memory and disk are kept; resume continues it)')
     .argument('<id>', 'sandbox id')
-    .addHelpText('after', '\nExample:\n  aenv pause i2k3lf0q8w7x1c9m4n5b')
-    .action(async (id: string, _opts: unknown, cmd: Command) => {
+    .option('--no-memory', 'keep only its files, far smaller: the resume boots it afresh')
+    .addHelpText(
+      'after',
+      '\nExamples:\n  aenv pause i2k3lf0q8w7x1c9m4n5b\n  aenv pause i2k3lf0q8w7x1c9m4n5b --no-memory',
+    )
+    .action(async (id: string, opts: { memory: boolean }, cmd: Command) => {
       const ctx = contextOf(cmd);
       const api = await ctx.api();
-      await api.post(`${path(id)}/pause`);
+      await api.post(`${path(id)}/pause`, opts.memory ? undefined : { memory: false });
       ctx.out.result({ sandboxID: id, state: 'paused' }, `Paused ${id}`);
     });
 
@@ -78,14 +82,19 @@ Examples:
     .description('resume a paused sandbox (a running one only gets its timeout extended)')
     .argument('<id>', 'sandbox id')
     .option('-t, --timeout <secs>', 'keep it running at least this long (seconds or 5m, 1h)')
+    .option('--reboot', 'boot it afresh with the files it had, not its memory and processes')
     .addHelpText(
       'after',
-      '\nExamples:\n  aenv resume i2k3lf0q8w7x1c9m4n5b\n  aenv resume i2k3lf0q8w7x1c9m4n5b --timeout 1h',
+      '\nExamples:\n  aenv resume i2k3lf0q8w7x1c9m4n5b\n  aenv resume i2k3lf0q8w7x1c9m4n5b --timeout 1h' +
+        '\n  aenv resume i2k3lf0q8w7x1c9m4n5b --reboot',
     )
-    .action(async (id: string, opts: { timeout?: string }, cmd: Command) => {
+    .action(async (id: string, opts: { timeout?: string; reboot?: boolean }, cmd: Command) => {
       const ctx = contextOf(cmd);
       const api = await ctx.api();
-      const body = opts.timeout ? { timeout: parseSeconds(opts.timeout, '--timeout') } : {};
+      const body = {
+        ...(opts.timeout ? { timeout: parseSeconds(opts.timeout, '--timeout') } : {}),
+        ...(opts.reboot ? { memory: false } : {}),
+      };
       const res = await api.post<Sandbox>(`${path(id)}/connect`, body);
       const resumed = res.status === 201;
       ctx.out.result(

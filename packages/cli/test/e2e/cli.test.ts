@@ -315,6 +315,23 @@ describe('lifecycle', () => {
     expect(await aenvJson(['resume', id])).toMatchObject({ resumed: false });
   });
 
+  it('resume --reboot boots a memory pause afresh, and pause --no-memory keeps files only', async () => {
+    const id = await startSandbox();
+    const bootId = async () => (await aenv(['exec', id, '--', 'cat /proc/sys/kernel/random/boot_id'])).stdout;
+    const boot0 = await bootId();
+    await aenv(['exec', id, '--', 'echo kept > /home/user/kept.txt']);
+    await aenvJson(['pause', id]);
+    expect(await aenvJson(['resume', id, '--reboot'])).toMatchObject({ resumed: true });
+    const boot1 = await bootId();
+    expect(boot1).not.toBe(boot0);
+    expect((await aenv(['exec', id, '--', 'cat /home/user/kept.txt'])).stdout).toBe('kept\n');
+
+    expect(await aenvJson(['pause', id, '--no-memory'])).toEqual({ sandboxID: id, state: 'paused' });
+    expect(await aenvJson(['resume', id])).toMatchObject({ resumed: true });
+    expect(await bootId()).not.toBe(boot1);
+    expect((await aenv(['exec', id, '--', 'cat /home/user/kept.txt'])).stdout).toBe('kept\n');
+  });
+
   it('kills sandboxes and reports unknown ones', async () => {
     const id = await startSandbox();
     expect(await aenvJson(['rm', id])).toEqual([{ sandboxID: id, killed: true }]);

@@ -21,6 +21,56 @@ const pause = (attempt: number) =>
   new Promise((resolve) => setTimeout(resolve, RETRY_MS[Math.min(attempt, RETRY_MS.length - 1)]));
 
 /**
+ * Runs `follow` again each time it ends or fails, with backoff, until `stop`; `follow` calls its
+ * `connected` once it gets through, so that a long-lived stream that drops retries at once.
+ */
+async function reconnecting(
+  stop: AbortSignal,
+  dropped: (err: unknown) => void,
+  follow: (connected: () => void) => Promise<void>,
+): Promise<void> {
+  for (let attempt = 0; !stop.aborted; attempt++) {
+    try {
+      await follow(() => (attempt = 0));
+    } catch (err) {
+      if (!stop.aborted) dropped(err);
+    }
+    if (!stop.aborted) await pause(attempt);
+  }
+}
+
+/** Relays the events only `node` knows (RELAYED) from its own stream, until `stop`. */
+function relayNode(
+  s: ClusterStreamSources,
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  node: ClusterNode,
+  stop: AbortSignal,
+): Promise<void> {
+  return reconnecting(
+    stop,
+    (err) => s.log(`dashboard: stream of ${node.nodeID} dropped`, err),
+    async (connected) => {
+      const r = await s.fetch(new URL(`${url.pathname}${url.search}`, node.url), {
+        headers: forwardedHeaders(req.headers),
+        signal: stop,
+      });
+      if (!r.ok || !r.body) {
+        await r.body?.cancel();
+        return;
+      }
+      connected();
+      const parser = new EventStreamParser();
+      const decoder = new TextDecoder();
+      for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
+        for (const e of parser.push(decoder.decode(chunk, { stream: true })))
+          if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
+    },
+  );
+}
+
+/**
  * The cluster's /dashboard/api/stream (optionally `?sandboxID=`): the same events a node's
  * stream sends, each from where the cluster knows it best. Lifecycle events (`sandbox`) are the
  * cluster scheduler's, node status (`node`) is its view of every node, every 2 s; finished
@@ -39,41 +89,17 @@ export async function clusterStream(
   const only = url.searchParams.get('sandboxID') ?? undefined;
   const send = (event: string, data: unknown) => res.write(formatEvent(event, data));
 
-  const relay = async (node: ClusterNode, stop: AbortSignal) => {
-    for (let attempt = 0; !stop.aborted; attempt++) {
-      try {
-        const r = await s.fetch(new URL(`${url.pathname}${url.search}`, node.url), {
-          headers: forwardedHeaders(req.headers),
-          signal: stop,
-        });
-        if (r.ok && r.body) {
-          attempt = 0;
-          const parser = new EventStreamParser();
-          const decoder = new TextDecoder();
-          for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
-            for (const e of parser.push(decoder.decode(chunk, { stream: true })))
-              if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
-        } else await r.body?.cancel();
-      } catch (err) {
-        if (!stop.aborted) s.log(`dashboard: stream of ${node.nodeID} dropped`, err);
-      }
-      if (!stop.aborted) await pause(attempt);
-    }
-  };
-
-  const lifecycle = async () => {
-    for (let attempt = 0; !signal.aborted; attempt++) {
-      try {
+  const lifecycle = () =>
+    reconnecting(
+      signal,
+      (err) => s.log('dashboard: the cluster event stream dropped', err),
+      async (connected) => {
         for await (const e of s.events(signal, only)) {
-          attempt = 0;
+          connected();
           send('sandbox', toSandboxEvent(e as Record<string, unknown>));
         }
-      } catch (err) {
-        if (!signal.aborted) s.log('dashboard: the cluster event stream dropped', err);
-      }
-      if (!signal.aborted) await pause(attempt);
-    }
-  };
+      },
+    );
 
   /** Sends every node's status and relays from the askable ones, dropping nodes that left. */
   const tick = async (known?: ClusterNode[]) => {
@@ -91,7 +117,7 @@ export async function clusterStream(
       if (relays.has(n.nodeID)) continue;
       const c = new AbortController();
       relays.set(n.nodeID, c);
-      void relay(n, AbortSignal.any([signal, c.signal]));
+      void relayNode(s, req, res, url, n, AbortSignal.any([signal, c.signal]));
     }
   };
   const listNodes = () =>

@@ -65,44 +65,20 @@ const OPEN = new Set(['/health', '/metrics', '/openapi.json']);
 /** Bodies of control calls are small; 1 MiB leaves room for big metadata/env maps. */
 const BODY_LIMIT = 1 << 20;
 
+type NodeApp = FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>;
+
 /**
  * The node's HTTP entry point: one port for the REST API and sandbox traffic. Requests that
  * carry sandbox routing (headers, a sandbox host, /proxy/) go to the proxy before Fastify sees
  * them, so their bodies stream through untouched.
  */
-export async function buildApp(
-  deps: AppDeps,
-): Promise<FastifyInstance<Server, IncomingMessage, ServerResponse, Logger, TypeBoxTypeProvider>> {
-  const domains = deps.config.sandboxProxy.domains;
-  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
-    routeRequest(req.url ?? '/', req.headers, domains) ??
-    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
-  const serverFactory = (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
-    const server = createEdgeServer((req, res) => {
-      const route = sandboxRoute(req);
-      // A signed /files URL that no sandbox's token produced: what envd answers for a forged one.
-      if (route === 'no-match') sendError(res, new DomainError('unauthorized', 'invalid signature'));
-      else if (route) void deps.proxy.handle(route, req, res);
-      else handler(req, res);
-    }, tlsFiles(deps.config));
-    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
-      const route = routeRequest(req.url ?? '/', req.headers, domains);
-      if (route) void deps.proxy.upgrade(route, req, socket, head);
-      else
-        socket.end(
-          errorResponseText(notFound(`no route for an upgrade of ${(req.url ?? '/').split('?')[0]}`)),
-        );
-    });
-    // Proxied streams and long operations (fork, pause of big sandboxes) are not cut off there.
-    return server;
-  };
-
+export async function buildApp(deps: AppDeps): Promise<NodeApp> {
   const app = Fastify({
     loggerInstance: deps.logger,
     // Request durations go to /metrics; per-request log lines would drown the node's own.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT,
-    serverFactory,
+    serverFactory: edgeServerFactory(deps),
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: false } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -134,7 +110,41 @@ export async function buildApp(
       reply.elapsedTime / 1000,
     );
   });
+  await registerRoutes(app, deps);
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  return app;
+}
 
+/** The HTTP(S) server: sandbox traffic and upgrades to the proxy, the rest to Fastify. */
+function edgeServerFactory(deps: AppDeps) {
+  const domains = deps.config.sandboxProxy.domains;
+  const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
+    routeRequest(req.url ?? '/', req.headers, domains) ??
+    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
+  return (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const server = createEdgeServer((req, res) => {
+      const route = sandboxRoute(req);
+      // A signed /files URL that no sandbox's token produced: what envd answers for a forged one.
+      if (route === 'no-match') sendError(res, new DomainError('unauthorized', 'invalid signature'));
+      else if (route) void deps.proxy.handle(route, req, res);
+      else handler(req, res);
+    }, tlsFiles(deps.config));
+    server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      const route = routeRequest(req.url ?? '/', req.headers, domains);
+      if (route) void deps.proxy.upgrade(route, req, socket, head);
+      else
+        socket.end(
+          errorResponseText(notFound(`no route for an upgrade of ${(req.url ?? '/').split('?')[0]}`)),
+        );
+    });
+    // Proxied streams and long operations (fork, pause of big sandboxes) are not cut off there.
+    return server;
+  };
+}
+
+async function registerRoutes(app: NodeApp, deps: AppDeps): Promise<void> {
+  const domain = deps.config.sandboxProxy.domains[0];
+  const defaultTimeoutSecs = deps.config.orchestrator.defaultSandboxTimeoutSecs;
   await app.register(systemRoutes, {
     orchestrator: deps.orchestrator,
     metrics: deps.metrics,
@@ -143,8 +153,8 @@ export async function buildApp(
   });
   await app.register(sandboxRoutes, {
     orchestrator: deps.orchestrator,
-    defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
-    domain: domains[0],
+    defaultTimeoutSecs,
+    domain,
     usage: deps.usage,
     volumes: new VolumeMounts(deps.volumes),
   });
@@ -152,18 +162,14 @@ export async function buildApp(
   await app.register(volumeRoutes, volumeOpts);
   await app.register(volumeContentRoutes, volumeOpts);
   await app.register(eventRoutes, { events: deps.events });
-  await app.register(snapshotRoutes, {
-    orchestrator: deps.orchestrator,
-    snapshots: deps.snapshots,
-    domain: domains[0],
-  });
+  await app.register(snapshotRoutes, { orchestrator: deps.orchestrator, snapshots: deps.snapshots, domain });
   await app.register(templateRoutes, {
     orchestrator: deps.orchestrator,
     templates: deps.templates.built,
     files: deps.templates.files,
     snapshots: deps.snapshots,
-    defaultTimeoutSecs: deps.config.orchestrator.defaultSandboxTimeoutSecs,
-    domain: domains[0],
+    defaultTimeoutSecs,
+    domain,
   });
   if (deps.dashboard) {
     await app.register(dashboardRoutes, {
@@ -175,6 +181,4 @@ export async function buildApp(
       usage: deps.usage,
     });
   }
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  return app;
 }

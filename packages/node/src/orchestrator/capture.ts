@@ -2,7 +2,7 @@ import { DomainError, invalid, withContext } from '@agentenv/common';
 import type { Capture } from '../runtime/index.js';
 import type { SandboxCore } from './core.js';
 import type { CreateSandboxInput, Creator } from './create.js';
-import type { SandboxRecord } from './record.js';
+import { filesSince, type SandboxRecord } from './record.js';
 import type { CaptureKind, SandboxSource, SnapshotInfo } from './seams.js';
 
 /** One child of a fork: the sandbox, or why it did not start. */
@@ -37,6 +37,7 @@ export class Capturer {
           memoryMB: source.memoryMB,
           diskSizeMB: source.diskSizeMB,
           envdVersion: source.envdVersion,
+          filesSince: filesSince(source),
         },
         source.envdAccessToken,
       );

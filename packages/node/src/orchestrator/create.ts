@@ -5,6 +5,7 @@ import type { SandboxHandle } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
 import { isoTime, newSandboxId } from '../util/index.js';
 import type { Admission } from './admission.js';
+import { coldStartRefusal } from './cold-start.js';
 import type { Live, SandboxCore } from './core.js';
 import { SANDBOX_RECORD_VERSION, type SandboxRecord } from './record.js';
 import type { ResolvedTemplate, SandboxSource } from './seams.js';
@@ -35,6 +36,11 @@ export class Creator {
 
   /** Admitted before its source is resolved: resolving may pull an image or build `base`. */
   async create(input: CreateSandboxInput): Promise<SandboxRecord> {
+    const refusal =
+      input.autoPause &&
+      input.autoPauseMemory === false &&
+      coldStartRefusal(input, 'pause without its memory (autoPauseMemory=false)');
+    if (refusal) throw refusal;
     const resources = input.source.kind === 'image' ? { resources: input.source.resources } : {};
     return this.admission.run({ kind: 'create', ...resources }, async () => {
       const template = await this.core.d.sources.resolve(input.source);
@@ -144,6 +150,7 @@ export class Creator {
   private newRecord(template: ResolvedTemplate, input: CreateSandboxInput): SandboxRecord {
     const { nodeSecret } = this.core.d;
     const id = newSandboxId();
+    const startedAt = isoTime(this.core.clock.now());
     // A fork's children mount the parent's volumes already: they are in its capture.
     const shownMounts = input.volumeMounts?.length
       ? input.volumeMounts.map(({ name, path }) => ({ name, path }))
@@ -156,7 +163,8 @@ export class Creator {
       templateId: template.templateId,
       ...(template.alias ? { alias: template.alias } : {}),
       state: 'creating',
-      startedAt: isoTime(this.core.clock.now()),
+      startedAt,
+      filesSince: template.filesSince ?? startedAt,
       endAt: this.core.endIn(input.timeoutSecs),
       cpuCount: template.defaults.cpuCount,
       memoryMB: template.defaults.memoryMB,

@@ -9,22 +9,22 @@ import {
   writeCaptureMeta,
   type Capture,
   type Resources,
-  type StartRequest,
 } from '../runtime/index.js';
 import { isoTime } from '../util/index.js';
 import type { Live, SandboxCore } from './core.js';
 import { initFor } from './create.js';
-import type { SandboxRecord } from './record.js';
-import type { ResolvedTemplate } from './seams.js';
+import { filesSince, type SandboxRecord } from './record.js';
 
 /**
  * Filesystem-only pauses. The writable layer of a gVisor sandbox lives inside the runtime (in the
  * sentry's memory or its own file format), so it is read from inside through envd: every path
- * whose inode changed (ctime) since the sandbox started goes into a tar, and every changed
- * directory's entries are listed, which is what tells deletions apart. ctime cannot be set by
- * the sandbox's processes, so nothing changed is missed; files the template's image has are not
- * stored. A resume boots the template's image fresh, applies the tar, removes what was deleted,
- * then /init as at create.
+ * whose inode changed (ctime) since the sandbox's files began to differ from its template's ready
+ * state (filesSince: its start, or that of the sandbox a snapshot or fork of it came from) goes
+ * into a tar, and every changed directory's entries are listed, which is what tells deletions
+ * apart. ctime cannot be set by the sandbox's processes, so nothing changed is missed; what the
+ * template's ready state has (its image, a build's steps) is not stored. A resume starts the
+ * template as a create does (its ready state, with no process of the sandbox's), applies the
+ * tar, removes what was deleted, then /init as at create.
  */
 
 /** Files of a filesystem-only capture, beside capture.json. */
@@ -78,7 +78,7 @@ export async function captureFilesystem(core: SandboxCore, rec: SandboxRecord, l
   const envd = core.d.envd(live.slot.hostAddress, live.handle.envdPort);
   const token = rec.envdAccessToken;
   // One second early: ctime has a coarser clock than the start time on some file systems.
-  const since = Math.floor(Date.parse(rec.startedAt) / 1000) - 1;
+  const since = Math.floor(Date.parse(filesSince(rec)) / 1000) - 1;
   const r = await run(envd, CAPTURE_SCRIPT, { SINCE: String(since) }, token);
   if (r.code !== 0)
     throw new DomainError('internal', `filesystem capture failed (exit ${r.code}): ${r.stderr}`);
@@ -108,16 +108,10 @@ export async function captureFilesystem(core: SandboxCore, rec: SandboxRecord, l
   await run(envd, `rm -rf ${SCRATCH}`, {}, token).catch(() => undefined);
 }
 
-/** How to boot a template's image afresh, whether it is kept as a capture or as a boot spec. */
-function bootOf(t: ResolvedTemplate): Omit<StartRequest, 'resources' | 'net'> {
-  if (t.boot) return t.boot;
-  const m = t.capture.meta;
-  return { layers: m.layers, init: m.init, mounts: m.mounts, envdPort: m.envdPort, hostname: m.hostname };
-}
-
 /**
- * Resumes a filesystem-only pause: the template's image booted fresh in a new slot, the layer
- * applied, then /init with the sandbox's id, token, variables and user. On failure nothing is left.
+ * Resumes a filesystem-only pause: the template started in a new slot as a create starts it, the
+ * layer applied, then /init with the sandbox's id, token, variables and user. On failure nothing
+ * is left.
  */
 export async function restoreFilesystem(
   core: SandboxCore,
@@ -131,7 +125,9 @@ export async function restoreFilesystem(
   const slot = await d.slots.acquire(rec.egress);
   let handle;
   try {
-    handle = await d.driver.start({ ...bootOf(template), resources, net: slot });
+    handle = template.capture
+      ? await d.driver.restore({ capture: template.capture, resources, net: slot })
+      : await d.driver.start({ ...template.boot, resources, net: slot });
     // Before /init the fresh envd has no token yet.
     const envd = d.envd(slot.hostAddress, handle.envdPort);
     for (const f of Object.values(FS_FILES))

@@ -4,7 +4,7 @@ import { forEachLimit } from '../util/index.js';
 import type { ActivityTracker } from './activity.js';
 import { Admission, maxSandboxes, maxStartsInFlight, notWhileStopping } from './admission.js';
 import { Capturer, type ForkResult } from './capture.js';
-import { SandboxCore, type EndTimeMode, type OrchestratorDeps } from './core.js';
+import { SandboxCore, type OrchestratorDeps } from './core.js';
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { Expiry } from './expiry.js';
@@ -17,7 +17,7 @@ import { PauseUploads } from './pause-upload.js';
 import type { PauseKind, SandboxRecord } from './record.js';
 import type { SandboxLogEntry } from './sandbox-logs.js';
 import { recover } from './recovery.js';
-import { Resumer } from './resume.js';
+import { Resumer, type ConnectOptions } from './resume.js';
 import type { SnapshotInfo } from './seams.js';
 import { Settings } from './settings.js';
 import { SANDBOX_STATES, type SandboxState } from './states.js';
@@ -70,7 +70,7 @@ export class Orchestrator {
         { overcommit: memoryOvercommit, ...(memoryLimitMb ? { limitBytes: memoryLimitMb * 2 ** 20 } : {}) },
         {
           pause: (id) => this.pause(id, 'memory_pressure'),
-          resume: (id, secs) => this.connect(id, secs, 'extend', 'memory_pressure'),
+          resume: (id, secs) => this.connect(id, secs, { reason: 'memory_pressure' }),
         },
       );
     this.admission = new Admission(
@@ -204,14 +204,9 @@ export class Orchestrator {
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
-  async connect(
-    id: string,
-    timeoutSecs: number,
-    mode: EndTimeMode = 'extend',
-    reason: LifecycleReason = 'request',
-  ): Promise<boolean> {
+  async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
     await this.idle.wake(id);
-    return this.resumer.connect(id, timeoutSecs, mode, reason);
+    return this.resumer.connect(id, timeoutSecs, how);
   }
 
   async snapshot(id: string, name?: string): Promise<SnapshotInfo> {

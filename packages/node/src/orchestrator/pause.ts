@@ -1,4 +1,5 @@
 import type { SandboxCore } from './core.js';
+import { coldStartRefusal } from './cold-start.js';
 import { captureFilesystem } from './fs-pause.js';
 import type { LifecycleReason } from './observer.js';
 import type { PauseUploads } from './pause-upload.js';
@@ -17,6 +18,8 @@ export class Pauser {
   ) {}
 
   async pause(id: string, reason: LifecycleReason, kind: PauseKind = 'memory'): Promise<void> {
+    const refusal = kind === 'filesystem' && coldStartRefusal(this.core.get(id), 'pause without its memory');
+    if (refusal) throw refusal;
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
     this.uploads.start(id);

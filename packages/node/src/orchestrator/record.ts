@@ -20,6 +20,12 @@ export interface SandboxRecord {
   alias?: string;
   state: SandboxState;
   startedAt: string;
+  /**
+   * Since when its files differ from its template's ready state: its start, or for a sandbox made
+   * from a snapshot or a fork, that of the sandbox first started from the template. A
+   * filesystem-only pause stores what changed since then (absent in older records: startedAt).
+   */
+  filesSince?: string;
   endAt: string;
   cpuCount: number;
   memoryMB: number;
@@ -60,6 +66,10 @@ export interface SandboxRecord {
   /** While paused: 'filesystem' when only the writable layer was kept (resume cold-boots). */
   pauseKind?: PauseKind;
 }
+
+/** Since when the sandbox's files differ from its template's ready state (see filesSince above). */
+export const filesSince = (rec: Pick<SandboxRecord, 'filesSince' | 'startedAt'>): string =>
+  rec.filesSince ?? rec.startedAt;
 
 /** What a pause keeps: memory and filesystem (restored as it was), or the filesystem only. */
 export type PauseKind = 'memory' | 'filesystem';

@@ -3,8 +3,22 @@ import type { Capture, Resources } from '../runtime/index.js';
 import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
-import { restoreFilesystem } from './fs-pause.js';
+import { coldStartRefusal } from './cold-start.js';
+import { captureFilesystem, restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
+
+/**
+ * How a paused sandbox comes back (the SDK's onResume): its memory restored, or booted afresh
+ * with the files it had, its processes gone. A filesystem-only pause always boots afresh.
+ */
+export type ResumeBoot = 'restore' | 'reboot';
+
+/** What a connect does beyond resuming: how the end time moves, why, and how it boots. */
+export interface ConnectOptions {
+  endTime?: EndTimeMode;
+  reason?: LifecycleReason;
+  boot?: ResumeBoot;
+}
 
 /**
  * Resume: restore a paused sandbox from its local capture or its pause in the shared repository,
@@ -17,24 +31,23 @@ export class Resumer {
   ) {}
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
-  async connect(
-    id: string,
-    timeoutSecs: number,
-    mode: EndTimeMode,
-    reason: LifecycleReason,
-  ): Promise<boolean> {
+  async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
+    const { endTime = 'extend', reason = 'request', boot = 'restore' } = how;
     await this.takePaused(id);
+    const rec = this.core.d.store.get(id);
+    const refusal = boot === 'reboot' && rec?.state === 'paused' && coldStartRefusal(rec, 'be rebooted');
+    if (refusal) throw refusal;
     let resumed = false;
     await this.core.transition(
       id,
       'resume',
       async (rec) => {
         resumed = true;
-        return this.resumeWork(rec, timeoutSecs);
+        return this.resumeWork(rec, timeoutSecs, boot);
       },
       (rec) => {
         if (rec.state !== 'running') return false;
-        this.core.setEndTime(rec, timeoutSecs, mode);
+        this.core.setEndTime(rec, timeoutSecs, endTime);
         return true;
       },
     );
@@ -68,7 +81,11 @@ export class Resumer {
     throw notFound(`sandbox ${id} was resumed or removed on another node`);
   }
 
-  private async resumeWork(rec: SandboxRecord, timeoutSecs: number): Promise<SandboxRecord> {
+  private async resumeWork(
+    rec: SandboxRecord,
+    timeoutSecs: number,
+    boot: ResumeBoot,
+  ): Promise<SandboxRecord> {
     const { d } = this.core;
     const resources = { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB };
     const live = await this.admission.run({ kind: 'resume', resources }, async () => {
@@ -77,7 +94,11 @@ export class Resumer {
         throw new DomainError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
       const opened = local ? undefined : await d.pauses.open(rec.pauseId!);
       try {
-        return await this.restoreInto(opened?.capture ?? rec.captureDir!, rec, resources);
+        const capture = opened?.capture ?? rec.captureDir!;
+        if (rec.pauseKind === 'filesystem')
+          return await restoreFilesystem(this.core, capture, rec, resources);
+        if (boot === 'reboot') return await this.rebootFrom(capture, rec, resources);
+        return await this.restoreInto(capture, rec, resources);
       } finally {
         opened?.release();
       }
@@ -99,7 +120,6 @@ export class Resumer {
     rec: SandboxRecord,
     resources: Resources,
   ): Promise<Live> {
-    if (rec.pauseKind === 'filesystem') return restoreFilesystem(this.core, capture, rec, resources);
     const { d } = this.core;
     const slot = await d.slots.acquire(rec.egress);
     try {
@@ -108,6 +128,28 @@ export class Resumer {
     } catch (err) {
       await this.core.releaseSlot(slot, rec.sandboxId);
       throw err;
+    }
+  }
+
+  /**
+   * A memory pause booted afresh with its files. gVisor keeps the writable layer inside the
+   * checkpoint, so the files are read out of a restored copy, as a filesystem-only pause reads
+   * them, and the copy is stopped before the fresh boot. The pause itself is left as it was.
+   */
+  private async rebootFrom(capture: Capture | string, rec: SandboxRecord, resources: Resources) {
+    const { d } = this.core;
+    const dir = d.captures.allocate(rec.sandboxId, 'pause');
+    try {
+      const copy = await this.restoreInto(capture, rec, resources);
+      try {
+        await captureFilesystem(this.core, rec, copy, dir);
+      } finally {
+        await d.driver.kill(copy.handle).catch(() => undefined);
+        await this.core.releaseSlot(copy.slot, rec.sandboxId);
+      }
+      return await restoreFilesystem(this.core, dir, rec, resources);
+    } finally {
+      await d.captures.remove(dir);
     }
   }
 }

@@ -28,6 +28,8 @@ interface TemplateCommon {
   coldBoot?: BootSpec;
   /** Set when the template is a snapshot: its id. */
   snapshotId?: string;
+  /** A snapshot's or a fork's: the source sandbox's filesSince (SandboxRecord), which it keeps. */
+  filesSince?: string;
   /** Lets go of the capture once sandboxes have been restored from it (cache pin). */
   release?: () => void;
   /** envd's defaults at /init (an image's or a build's USER, WORKDIR, ENV); the user defaults to `user`. */
@@ -45,6 +47,8 @@ export interface SnapshotInfo {
   memoryMB: number;
   diskSizeMB: number;
   envdVersion: string;
+  /** The source sandbox's filesSince (SandboxRecord); absent in snapshots stored before it. */
+  filesSince?: string;
   createdAt: string;
   updatedAt: string;
 }

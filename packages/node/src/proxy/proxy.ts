@@ -95,7 +95,7 @@ export class SandboxProxy {
       await (
         rec.pausedForMemory
           ? this.orch.resumeForMemory(id)
-          : this.orch.connect(id, AUTO_RESUME_SECS, 'extend', 'auto_resume')
+          : this.orch.connect(id, AUTO_RESUME_SECS, { reason: 'auto_resume' })
       ).catch((err: unknown) => {
         // Resumed on another node meanwhile: not here, as for any unknown sandbox.
         throw err instanceof DomainError && err.kind === 'not_found' ? sandboxNotFound(route.sandboxId) : err;

@@ -1,9 +1,10 @@
 import { invalid } from '@agentenv/common';
-import type {
-  ResolvedTemplate,
-  SandboxSource,
-  SnapshotCatalog,
-  SourceResolver,
+import {
+  filesSince,
+  type ResolvedTemplate,
+  type SandboxSource,
+  type SnapshotCatalog,
+  type SourceResolver,
 } from '../orchestrator/index.js';
 /** One link of the chain a name goes through: undefined hands the name to the next link. */
 export interface NamedSource {
@@ -66,6 +67,7 @@ async function snapshotTemplate(
     defaults: { cpuCount: info.cpuCount, memoryMB: info.memoryMB, diskSizeMB: info.diskSizeMB },
     envdVersion: info.envdVersion,
     snapshotId: info.snapshotID,
+    ...(info.filesSince ? { filesSince: info.filesSince } : {}),
     ...(snap.release ? { release: snap.release } : {}),
     ...(snap.envdToken ? { envdToken: snap.envdToken } : {}),
   };
@@ -79,6 +81,7 @@ function forkTemplate({ capture, parent: p }: Extract<SandboxSource, { kind: 'fo
     capture,
     defaults: { cpuCount: p.cpuCount, memoryMB: p.memoryMB, diskSizeMB: p.diskSizeMB },
     envdVersion: p.envdVersion,
+    filesSince: filesSince(p),
     ...(p.envdAccessToken ? { envdToken: p.envdAccessToken } : {}),
   };
 }

@@ -97,6 +97,39 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
     }
   });
 
+  it("connect({ onResume: 'reboot' }) boots a memory pause afresh: its files and identity, not its processes", async () => {
+    const sbx = await Sandbox.create({ envs: { FOO: 'bar' }, timeoutMs: 300_000 });
+    const id = sbx.sandboxId;
+    try {
+      await sbx.files.write('/home/user/keep/notes.txt', 'kept across a reboot');
+      await sbx.commands.run('rm /etc/issue', { user: 'root' });
+      await sbx.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
+      const token = (await api('GET', `/sandboxes/${id}`)).json.envdAccessToken;
+      const boot0 = await bootId(sbx);
+      await sbx.pause();
+      const memory = await newestPause(id, 'memory');
+
+      const cold = await Sandbox.connect(id, { onResume: 'reboot' });
+      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await cold.files.read('/home/user/keep/notes.txt')).toBe('kept across a reboot');
+      expect(await cold.files.exists('/etc/issue')).toBe(false);
+      expect((await cold.commands.run('echo $FOO')).stdout.trim()).toBe('bar');
+      expect((await cold.commands.run('whoami')).stdout.trim()).toBe('user');
+      expect((await cold.commands.run('pgrep -x sleep || true')).stdout.trim()).toBe('');
+      expect((await api('GET', `/sandboxes/${id}`)).json).toMatchObject({
+        state: 'running',
+        envdAccessToken: token,
+      });
+      // The memory pause it booted from is still the newest stored pause, unchanged.
+      expect(await newestPause(id, 'memory')).toEqual(memory);
+      // On a running sandbox it is a no-op.
+      const same = await Sandbox.connect(id, { onResume: 'reboot' });
+      expect(await bootId(same)).toBe(await bootId(cold));
+    } finally {
+      await sbx.kill();
+    }
+  });
+
   it('onTimeout { action: pause, keepMemory: false } pauses filesystem-only at the end time', async () => {
     const sbx = await Sandbox.create({
       timeoutMs: 300_000,

@@ -99,7 +99,7 @@ describe('orchestrator: resume', () => {
     expect(orch.get(id).endAt).toBe(end);
     expect(await orch.connect(id, 600)).toBe(false);
     expect(Date.parse(orch.get(id).endAt)).toBe(node.clock.now() + 600_000);
-    await orch.connect(id, 10, 'set');
+    await orch.connect(id, 10, { endTime: 'set' });
     expect(Date.parse(orch.get(id).endAt)).toBe(node.clock.now() + 10_000);
   });
 
@@ -122,6 +122,30 @@ describe('orchestrator: resume', () => {
       expect(node.driver.state(orch.get(id).handle!.id)).toMatchObject({ mem: '1' });
     });
   }
+
+  it('a reboot of a running sandbox changes nothing but its end time', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle;
+    expect(await orch.connect(id, 600, { boot: 'reboot' })).toBe(false);
+    expect(orch.get(id).handle).toEqual(handle);
+    expect(Date.parse(orch.get(id).endAt)).toBe(node.clock.now() + 600_000);
+  });
+
+  it('a reboot whose files cannot be read out leaves it paused and resumable, with nothing left over', async () => {
+    const { node, id, orch } = await running();
+    await orch.pause(id);
+    await orch.backgroundIdle(id);
+    const before = orch.get(id);
+    const captures = node.captures.of(id);
+    // The fake envd runs no commands, so reading the files out of the restored copy fails.
+    expect(String(await failure(orch.connect(id, 60, { boot: 'reboot' })))).toMatch(/exec/);
+    expect(orch.get(id)).toEqual(before);
+    expect(node.captures.of(id)).toEqual(captures);
+    expect(node.slots.used).toBe(0);
+    expect(node.driver.running()).toEqual([]);
+    expect(await orch.connect(id, 60)).toBe(true);
+    expect(node.driver.state(orch.get(id).handle!.id)).toMatchObject({ mem: '1' });
+  });
 
   it('a capacity refusal during a resume is a 429 with Retry-After, and leaves it paused', async () => {
     const { node, id, orch } = await running({ maxSandboxes: 1 });

@@ -229,30 +229,34 @@ export interface FakeRegistry {
   stop(): Promise<void>;
 }
 
-/** A minimal read-only distribution API server, for faults. */
-export async function startFakeRegistry(): Promise<FakeRegistry> {
-  const blobs = new Map<string, Buffer>();
-  const manifests = new Map<string, { body: Buffer; mediaType: string }>();
-  const corrupted = new Map<string, Buffer>();
-  const log: string[] = [];
-  const cuts = new Map<string, number>();
-  const ranges: (string | undefined)[] = [];
-  let failing = 0;
-  let auth: string | null = null;
-  let cdn: string | null = null;
-  const server = http.createServer((req, res) => {
+/** Ends a request with the distribution API's JSON error body. */
+function sendRegistryError(res: http.ServerResponse, status: number, code: string, message: string) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ errors: [{ code, message }] }));
+}
+
+/** The fake's state and its request handling; the faults are switched by FakeRegistry's methods. */
+class FakeRegistryServer {
+  readonly blobs = new Map<string, Buffer>();
+  readonly manifests = new Map<string, { body: Buffer; mediaType: string }>();
+  readonly corrupted = new Map<string, Buffer>();
+  readonly log: string[] = [];
+  readonly cuts = new Map<string, number>();
+  readonly ranges: (string | undefined)[] = [];
+  failing = 0;
+  auth: string | null = null;
+  cdn: string | null = null;
+
+  readonly handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const path = new URL(req.url ?? '/', 'http://x').pathname;
-    log.push(`${req.method} ${path}`);
-    if (auth && req.headers.authorization !== auth) {
-      res.writeHead(401, { 'www-authenticate': 'Basic realm="fake"', 'content-type': 'application/json' });
-      res.end(JSON.stringify({ errors: [{ code: 'UNAUTHORIZED', message: 'authentication required' }] }));
-      return;
+    this.log.push(`${req.method} ${path}`);
+    if (this.auth && req.headers.authorization !== this.auth) {
+      res.setHeader('www-authenticate', 'Basic realm="fake"');
+      return sendRegistryError(res, 401, 'UNAUTHORIZED', 'authentication required');
     }
-    if (failing > 0) {
-      failing--;
-      res.writeHead(503, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ errors: [{ code: 'UNAVAILABLE', message: 'try later' }] }));
-      return;
+    if (this.failing > 0) {
+      this.failing--;
+      return sendRegistryError(res, 503, 'UNAVAILABLE', 'try later');
     }
     if (path === '/v2/') {
       res.writeHead(200);
@@ -266,33 +270,31 @@ export async function startFakeRegistry(): Promise<FakeRegistry> {
       return;
     }
     const [, repo, kind, ref] = m as unknown as [string, string, string, string];
-    if (kind === 'manifests') {
-      const hit = manifests.get(ref.startsWith('sha256:') ? ref : `${repo}:${ref}`);
-      if (!hit) {
-        res.writeHead(404, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ errors: [{ code: 'MANIFEST_UNKNOWN', message: 'manifest unknown' }] }));
-        return;
-      }
-      res.writeHead(200, { 'content-type': hit.mediaType, 'content-length': hit.body.length });
-      res.end(req.method === 'HEAD' ? undefined : hit.body);
-      return;
-    }
-    const body = corrupted.get(ref) ?? blobs.get(ref);
-    if (!body) {
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ errors: [{ code: 'BLOB_UNKNOWN', message: 'blob unknown' }] }));
-      return;
-    }
-    if (cdn) {
-      res.writeHead(307, { location: `${cdn}${path}` });
+    if (kind === 'manifests') this.sendManifest(req, res, ref.startsWith('sha256:') ? ref : `${repo}:${ref}`);
+    else this.sendBlob(req, res, path, ref);
+  };
+
+  private sendManifest(req: http.IncomingMessage, res: http.ServerResponse, key: string): void {
+    const hit = this.manifests.get(key);
+    if (!hit) return sendRegistryError(res, 404, 'MANIFEST_UNKNOWN', 'manifest unknown');
+    res.writeHead(200, { 'content-type': hit.mediaType, 'content-length': hit.body.length });
+    res.end(req.method === 'HEAD' ? undefined : hit.body);
+  }
+
+  private sendBlob(req: http.IncomingMessage, res: http.ServerResponse, path: string, digest: string): void {
+    const body = this.corrupted.get(digest) ?? this.blobs.get(digest);
+    if (!body) return sendRegistryError(res, 404, 'BLOB_UNKNOWN', 'blob unknown');
+    if (this.cdn) {
+      res.writeHead(307, { location: `${this.cdn}${path}` });
       res.end();
       return;
     }
-    ranges.push(req.headers.range);
-    const cut = cuts.get(ref);
+    this.ranges.push(req.headers.range);
+    const octets = { 'content-type': 'application/octet-stream' };
+    const cut = this.cuts.get(digest);
     if (cut !== undefined) {
-      cuts.delete(ref);
-      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
+      this.cuts.delete(digest);
+      res.writeHead(200, { ...octets, 'content-length': body.length });
       res.write(body.subarray(0, cut), () => res.destroy());
       return;
     }
@@ -300,35 +302,41 @@ export async function startFakeRegistry(): Promise<FakeRegistry> {
     if (range) {
       const from = Number(range[1]);
       res.writeHead(206, {
-        'content-type': 'application/octet-stream',
+        ...octets,
         'content-length': body.length - from,
         'content-range': `bytes ${from}-${body.length - 1}/${body.length}`,
       });
       res.end(body.subarray(from));
       return;
     }
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body.length });
+    res.writeHead(200, { ...octets, 'content-length': body.length });
     res.end(body);
-  });
+  }
+}
+
+/** A minimal read-only distribution API server, for faults. */
+export async function startFakeRegistry(): Promise<FakeRegistry> {
+  const fake = new FakeRegistryServer();
+  const server = http.createServer(fake.handle);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as net.AddressInfo).port;
   return {
     host: `127.0.0.1:${port}`,
-    blobs,
-    manifests,
-    log,
+    blobs: fake.blobs,
+    manifests: fake.manifests,
+    log: fake.log,
     failNext: (n) => {
-      failing = n;
+      fake.failing = n;
     },
-    corrupt: (digest, bytes) => corrupted.set(digest, bytes),
-    cutOnce: (digest, bytes) => cuts.set(digest, bytes),
+    corrupt: (digest, bytes) => fake.corrupted.set(digest, bytes),
+    cutOnce: (digest, bytes) => fake.cuts.set(digest, bytes),
     requireAuth: (h) => {
-      auth = h;
+      fake.auth = h;
     },
     redirectBlobs: (base) => {
-      cdn = base;
+      fake.cdn = base;
     },
-    ranges,
+    ranges: fake.ranges,
     stop: async () => {
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));

@@ -159,11 +159,14 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   const connect =
     (mode: 'extend' | 'set') =>
     async (
-      req: { params: { sandboxID: string }; body: { timeout?: number } | undefined },
+      req: { params: { sandboxID: string }; body: { timeout?: number; memory?: boolean } | undefined },
       reply: import('fastify').FastifyReply,
     ) => {
       const id = req.params.sandboxID;
-      const resumed = await orch.connect(id, req.body?.timeout ?? opts.defaultTimeoutSecs, mode);
+      const resumed = await orch.connect(id, req.body?.timeout ?? opts.defaultTimeoutSecs, {
+        endTime: mode,
+        boot: req.body?.memory === false ? 'reboot' : 'restore',
+      });
       return reply.status(resumed ? 201 : 200).send(sandboxBody(orch.get(id), domain));
     };
   const connectSchema = { schema: { params: SandboxParams, body: OptionalTimeoutBody } };

@@ -103,24 +103,54 @@ async function build(
     );
     rootfsMs = Date.now() - t;
   }
-  const toolsRoot = await ensureToolsLayer(layers, tools);
-
-  const mounts: ReadOnlyMount[] = [{ hostPath: toolsRoot, sandboxPath: TOOLS_SANDBOX_PATH }];
-  const init: InitProcess = { args: envdInitArgs(tools, ENVD_PORT) };
-  const rootfs = layers.rootfs(rootfsId);
+  const template: TemplateFile = {
+    name,
+    key,
+    layers: [layers.rootfs(rootfsId)],
+    mounts: [{ hostPath: await ensureToolsLayer(layers, tools), sandboxPath: TOOLS_SANDBOX_PATH }],
+    init: { args: envdInitArgs(tools, ENVD_PORT) },
+    envdPort: ENVD_PORT,
+    defaultUser: recipe.user.name,
+  };
 
   log.info(`template ${name}: booting a sandbox to capture the ready state`);
   const t = Date.now();
+  await captureReadyState(opts, template, dir);
+  const readyMs = Date.now() - t;
+  log.info(`template ${name}: ready state captured in ${readyMs} ms`);
+  const made = await loadTemplate(dir);
+  if (!made) throw new ImageBuildError(`template ${name}: ${dir} is unreadable after building it`);
+  return { ...made, built: { ...(rootfsMs !== undefined ? { rootfsMs } : {}), readyMs } };
+}
+
+/** What template.json holds beside the capture. */
+interface TemplateFile {
+  name: string;
+  key: string;
+  layers: string[];
+  mounts: ReadOnlyMount[];
+  init: InitProcess;
+  envdPort: number;
+  defaultUser: string;
+}
+
+/**
+ * Boots the template once and checkpoints it as soon as envd answers, into a temporary directory
+ * renamed to `dir` when complete (a concurrent build that got there first wins).
+ */
+async function captureReadyState(opts: EnsureTemplateOptions, template: TemplateFile, dir: string) {
+  const { name, key } = template;
   const tmp = join(opts.home, 'templates', `.tmp-${key}-${randomBytes(4).toString('hex')}`);
   await mkdir(tmp, { recursive: true });
+  const t = Date.now();
   const handle = await opts.driver
     .start({
-      layers: [rootfs],
+      layers: template.layers,
       resources: opts.resources ?? DEFAULT_RESOURCES,
-      init,
-      mounts,
+      init: template.init,
+      mounts: template.mounts,
       net: opts.net,
-      envdPort: ENVD_PORT,
+      envdPort: template.envdPort,
     })
     .catch(async (e: unknown) => {
       await rm(tmp, { recursive: true, force: true });
@@ -133,16 +163,9 @@ async function build(
       );
     });
   try {
-    log.info(`template ${name}: envd healthy after ${Date.now() - t} ms; checkpointing`);
+    (opts.log ?? silentLog).info(`template ${name}: envd healthy after ${Date.now() - t} ms; checkpointing`);
     await opts.driver.checkpoint(handle, { dir: join(tmp, CAPTURE_DIR), leaveRunning: false });
-    await writeFile(
-      join(tmp, TEMPLATE_FILE),
-      JSON.stringify(
-        { name, key, layers: [rootfs], mounts, init, envdPort: ENVD_PORT, defaultUser: recipe.user.name },
-        null,
-        2,
-      ),
-    );
+    await writeFile(join(tmp, TEMPLATE_FILE), JSON.stringify(template, null, 2));
     await mkdir(join(opts.home, 'templates'), { recursive: true });
     await rename(tmp, dir).catch(async (e: NodeJS.ErrnoException) => {
       if (e.code !== 'ENOTEMPTY' && e.code !== 'EEXIST') throw e;
@@ -151,19 +174,12 @@ async function build(
     throw new ImageBuildError(
       `template ${name}: capturing the ready state failed: ${(e as Error).message}`,
       undefined,
-      {
-        cause: e,
-      },
+      { cause: e },
     );
   } finally {
     await opts.driver.kill(handle).catch(() => undefined);
     await rm(tmp, { recursive: true, force: true });
   }
-  const readyMs = Date.now() - t;
-  log.info(`template ${name}: ready state captured in ${readyMs} ms`);
-  const made = await loadTemplate(dir);
-  if (!made) throw new ImageBuildError(`template ${name}: ${dir} is unreadable after building it`);
-  return { ...made, built: { ...(rootfsMs !== undefined ? { rootfsMs } : {}), readyMs } };
 }
 
 /** A committed template, or null if absent or damaged (it is then rebuilt). */

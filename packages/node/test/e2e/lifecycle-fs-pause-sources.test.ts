@@ -1,0 +1,64 @@
+import { Sandbox, Template } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, useTestServer } from '@agentenv/test-support/server';
+
+/**
+ * A filesystem-only pause stores what the sandbox changed; what it started from comes back from
+ * its template. These are the starts whose files are not the template image's alone: a build's
+ * steps, and a snapshot of another sandbox.
+ */
+useTestServer();
+const TEMPLATE = 'tpl-fs-pause';
+beforeAll(async () => {
+  await Template.build(
+    Template().fromTemplate('base').runCmd('echo from-the-build > /home/user/build.txt'),
+    TEMPLATE,
+  );
+}, 300_000);
+afterAll(async () => {
+  await api('DELETE', `/templates/${TEMPLATE}`);
+});
+
+const read = async (s: Sandbox, path: string) => (await s.commands.run(`cat ${path}`)).stdout;
+
+describe('filesystem-only pause of sandboxes that did not start from a bare image', () => {
+  it("keeps a built template's files through a filesystem-only pause and a reboot", async () => {
+    const sbx = await Sandbox.create(TEMPLATE, { timeoutMs: 300_000 });
+    try {
+      await sbx.files.write('/home/user/own.txt', 'the sandbox’s own');
+      await sbx.pause({ keepMemory: false });
+      const cold = await Sandbox.connect(sbx.sandboxId);
+      expect(await read(cold, '/home/user/build.txt')).toBe('from-the-build\n');
+      expect(await read(cold, '/home/user/own.txt')).toBe('the sandbox’s own');
+      await cold.pause();
+      const rebooted = await Sandbox.connect(sbx.sandboxId, { onResume: 'reboot' });
+      expect(await read(rebooted, '/home/user/build.txt')).toBe('from-the-build\n');
+      expect(await read(rebooted, '/home/user/own.txt')).toBe('the sandbox’s own');
+    } finally {
+      await sbx.kill();
+    }
+  });
+
+  it("keeps the files a snapshot's source sandbox wrote, and its own, through a filesystem-only pause", async () => {
+    const parent = await Sandbox.create({ timeoutMs: 300_000 });
+    const { snapshotId } = await (async () => {
+      try {
+        await parent.files.write('/home/user/parent.txt', 'written before the snapshot');
+        return await parent.createSnapshot();
+      } finally {
+        await parent.kill();
+      }
+    })();
+    const child = await Sandbox.create(snapshotId, { timeoutMs: 300_000 });
+    try {
+      await child.files.write('/home/user/child.txt', 'written by the child');
+      await child.pause({ keepMemory: false });
+      const cold = await Sandbox.connect(child.sandboxId);
+      expect(await read(cold, '/home/user/parent.txt')).toBe('written before the snapshot');
+      expect(await read(cold, '/home/user/child.txt')).toBe('written by the child');
+    } finally {
+      await child.kill();
+      await Sandbox.deleteSnapshot(snapshotId);
+    }
+  });
+});
