@@ -37,11 +37,11 @@ export interface RunningEnvd {
 
 const RPC_PREFIXES = ['/process.Process/', '/filesystem.Filesystem/'];
 
-export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
-  const state = new EnvdState({ defaultUser: opts.defaultUser ?? 'root' });
-  const processes = new ProcessManager(state, opts.logger);
-  const metrics = new SystemMetrics();
-  const rpc = connectNodeAdapter({
+type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/** The Connect services, for the RPC paths. */
+function rpcHandler(state: EnvdState, processes: ProcessManager) {
+  return connectNodeAdapter({
     routes(router) {
       router.service(Process, processService(processes, state));
       router.service(Filesystem, filesystemService(state));
@@ -49,8 +49,13 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     // Uploads go through /files; RPC messages are small.
     readMaxBytes: 16 << 20,
   });
+}
 
-  const route = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+/** Every route of envd, each behind the access token check it needs. */
+function requestHandler(state: EnvdState, processes: ProcessManager, logger: Logger): Handler {
+  const metrics = new SystemMetrics();
+  const rpc = rpcHandler(state, processes);
+  return async (req, res) => {
     const url = new URL(req.url ?? '/', 'http://envd');
     const key = `${req.method} ${url.pathname}`;
     if (key === 'GET /health') {
@@ -70,7 +75,7 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     if (key === 'POST /init') {
       // The node's first call after a restore: drop any dead epoll interest the capture carried
       // (see loop-refresh.ts) before the sandbox is handed out.
-      refreshEventLoop(opts.logger, 'init');
+      refreshEventLoop(logger, 'init');
       return handleInit(req, res, state);
     }
     if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
@@ -80,10 +85,13 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
     if (key === 'GET /metrics') return handleMetrics(res, metrics);
     sendJson(res, 404, { code: 404, message: `no route for ${req.method} ${url.pathname}` });
   };
+}
 
+/** The HTTP server over `route`: a failed request is answered with its error, never left open. */
+function httpServer(route: Handler, logger: Logger): Server {
   const server = createServer((req, res) => {
     route(req, res).catch((err: unknown) => {
-      if (!(err instanceof EnvdError)) opts.logger.error({ err, url: req.url }, 'request failed');
+      if (!(err instanceof EnvdError)) logger.error({ err, url: req.url }, 'request failed');
       sendError(res, err);
     });
   });
@@ -94,22 +102,31 @@ export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
   server.requestTimeout = 0;
   server.headersTimeout = 0;
   server.keepAliveTimeout = 75_000;
+  return server;
+}
 
-  // Up before /health answers, so the first command of a sandbox can already use sudo.
-  let sudo: SudoService | undefined;
-  if (opts.sudoSocket) {
-    sudo = await startSudoService({ socketPath: opts.sudoSocket, state, logger: opts.logger }).catch(
-      (err: unknown) => {
-        opts.logger.warn({ err, socket: opts.sudoSocket }, 'sudo service not started');
-        return undefined;
-      },
-    );
-  }
+/** The sudo service, or undefined when it cannot start: envd is still of use without it. */
+function startSudo(socketPath: string, state: EnvdState, logger: Logger): Promise<SudoService | undefined> {
+  return startSudoService({ socketPath, state, logger }).catch((err: unknown) => {
+    logger.warn({ err, socket: socketPath }, 'sudo service not started');
+    return undefined;
+  });
+}
 
-  await new Promise<void>((resolve, reject) => {
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '0.0.0.0', () => resolve());
-  }).catch(async (err: unknown) => {
+    server.listen(port, host, () => resolve());
+  });
+}
+
+export async function startEnvd(opts: EnvdOptions): Promise<RunningEnvd> {
+  const state = new EnvdState({ defaultUser: opts.defaultUser ?? 'root' });
+  const processes = new ProcessManager(state, opts.logger);
+  const server = httpServer(requestHandler(state, processes, opts.logger), opts.logger);
+  // Up before /health answers, so the first command of a sandbox can already use sudo.
+  const sudo = opts.sudoSocket ? await startSudo(opts.sudoSocket, state, opts.logger) : undefined;
+  await listen(server, opts.port, opts.host ?? '0.0.0.0').catch(async (err: unknown) => {
     await sudo?.close();
     throw err;
   });

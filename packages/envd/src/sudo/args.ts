@@ -1,4 +1,4 @@
-import type { SudoRequest } from './protocol.js';
+import type { SudoAction, SudoRequest } from './protocol.js';
 
 /** The sudo release whose command line this client follows (Debian 12's). */
 export const SUDO_COMPAT_VERSION = '1.9.13p3';
@@ -42,6 +42,9 @@ Options:
   -v, --validate                check that the user may use sudo
   --                            stop processing command line arguments`;
 
+/** What the command line asks envd for; the client adds its environment, directory and terminal. */
+export type ParsedRequest = Omit<SudoRequest, 'env' | 'cwd' | 'tty'>;
+
 /** What the client does, decided from its arguments alone. */
 export type SudoInvocation =
   | { kind: 'help' }
@@ -52,7 +55,7 @@ export type SudoInvocation =
   | { kind: 'usage'; message?: string }
   /** Exit 1 with `message` alone: an option of real sudo this one does not implement. */
   | { kind: 'error'; message: string }
-  | { kind: 'request'; request: Omit<SudoRequest, 'env' | 'cwd' | 'tty'> };
+  | { kind: 'request'; request: ParsedRequest };
 
 interface OptionSpec {
   short?: string;
@@ -100,7 +103,10 @@ const OPTIONS: OptionSpec[] = [
 const BY_SHORT = new Map(OPTIONS.filter((o) => o.short).map((o) => [o.short!, o]));
 const BY_LONG = new Map(OPTIONS.filter((o) => o.long).map((o) => [o.long!, o]));
 
+/** A malformed command line: answered with the usage text. */
 class UsageError extends Error {}
+/** An option of real sudo this one does not implement: answered with the message alone. */
+class UnsupportedOptionError extends Error {}
 
 /** Splits `--preserve-env=A,B` lists; empty names are dropped. */
 function envList(value: string): string[] {
@@ -110,117 +116,189 @@ function envList(value: string): string[] {
     .filter(Boolean);
 }
 
-/**
- * Parses sudo's command line the way sudo does (getopt_long with "+": options stop at the first
- * operand or `--`), then VAR=value assignments, then the command.
- */
-export function parseSudoArgs(argv: readonly string[]): SudoInvocation {
-  const seen = new Map<string, string | true>();
-  const preserve: string[] = [];
-  let preserveAll = false;
-  let i = 0;
-  const set = (opt: OptionSpec, value: string | true): void => {
+/** The options given, keyed by their short name (their long one when they have none). */
+class GivenOptions {
+  private readonly values = new Map<string, string | true>();
+  /** -E or a bare --preserve-env. */
+  private preserveAll = false;
+  /** The names of every --preserve-env=list. */
+  private readonly preserve: string[] = [];
+
+  set(opt: OptionSpec, value: string | true): void {
     if (opt.unsupported) {
-      throw new Error(
+      throw new UnsupportedOptionError(
         `${opt.unsupported} (-${opt.short ?? '-' + opt.long}) is not supported in this sandbox`,
       );
     }
     const key = opt.short ?? opt.long!;
-    if (key === 'E') preserveAll = true;
+    if (key === 'E') this.preserveAll = true;
     else if (key === 'preserve-env') {
-      if (value === true) preserveAll = true;
-      else preserve.push(...envList(value));
+      if (value === true) this.preserveAll = true;
+      else this.preserve.push(...envList(value));
     }
-    seen.set(key, value);
-  };
-  try {
-    for (; i < argv.length; i++) {
-      const a = argv[i]!;
-      if (a === '--') {
-        i++;
-        break;
-      }
-      if (a.startsWith('--')) {
-        const eq = a.indexOf('=');
-        const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
-        const opt = BY_LONG.get(name);
-        if (!opt) throw new UsageError(`unrecognized option '${a}'`);
-        if (name === 'preserve-env') {
-          set(opt, eq < 0 ? true : a.slice(eq + 1));
-        } else if (opt.arg) {
-          if (eq >= 0) set(opt, a.slice(eq + 1));
-          else if (i + 1 < argv.length) set(opt, argv[++i]!);
-          else throw new UsageError(`option '--${name}' requires an argument`);
-        } else {
-          if (eq >= 0) throw new UsageError(`option '--${name}' doesn't allow an argument`);
-          set(opt, true);
-        }
-        continue;
-      }
-      if (!a.startsWith('-') || a === '-') break;
-      for (let j = 1; j < a.length; j++) {
-        const c = a[j]!;
-        const opt = BY_SHORT.get(c);
-        if (!opt) throw new UsageError(`invalid option -- '${c}'`);
-        if (!opt.arg) {
-          set(opt, true);
-          continue;
-        }
-        if (j + 1 < a.length) set(opt, a.slice(j + 1));
-        else if (i + 1 < argv.length) set(opt, argv[++i]!);
-        else throw new UsageError(`option requires an argument -- '${c}'`);
-        break;
-      }
-    }
-  } catch (err) {
-    if (err instanceof UsageError) return { kind: 'usage', message: err.message };
-    return { kind: 'error', message: (err as Error).message };
+    this.values.set(key, value);
   }
 
+  has(key: string): boolean {
+    return this.values.has(key);
+  }
+
+  value(key: string): string | undefined {
+    return this.values.get(key) as string | undefined;
+  }
+
+  /** What -E and --preserve-env ask for: everything, the names listed, or nothing. */
+  preservedEnv(): true | string[] | undefined {
+    if (this.preserveAll) return true;
+    return this.preserve.length ? this.preserve : undefined;
+  }
+}
+
+/** Reads the long option at argv[i]; returns the index of the last argument it used. */
+function readLong(argv: readonly string[], i: number, given: GivenOptions): number {
+  const a = argv[i]!;
+  const eq = a.indexOf('=');
+  const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
+  const opt = BY_LONG.get(name);
+  if (!opt) throw new UsageError(`unrecognized option '${a}'`);
+  const attached = eq < 0 ? undefined : a.slice(eq + 1);
+  // Its argument is optional: a bare --preserve-env preserves everything.
+  if (name === 'preserve-env') {
+    given.set(opt, attached ?? true);
+  } else if (!opt.arg) {
+    if (attached !== undefined) throw new UsageError(`option '--${name}' doesn't allow an argument`);
+    given.set(opt, true);
+  } else if (attached !== undefined) {
+    given.set(opt, attached);
+  } else if (i + 1 < argv.length) {
+    given.set(opt, argv[++i]!);
+  } else {
+    throw new UsageError(`option '--${name}' requires an argument`);
+  }
+  return i;
+}
+
+/**
+ * Reads the cluster of short options at argv[i] (`-nEu bob`); an option taking an argument takes
+ * the rest of the cluster, or else the next argument. Returns the index of the last argument used.
+ */
+function readShortCluster(argv: readonly string[], i: number, given: GivenOptions): number {
+  const a = argv[i]!;
+  for (let j = 1; j < a.length; j++) {
+    const c = a[j]!;
+    const opt = BY_SHORT.get(c);
+    if (!opt) throw new UsageError(`invalid option -- '${c}'`);
+    if (!opt.arg) {
+      given.set(opt, true);
+    } else if (j + 1 < a.length) {
+      given.set(opt, a.slice(j + 1));
+      break;
+    } else if (i + 1 < argv.length) {
+      given.set(opt, argv[++i]!);
+      break;
+    } else {
+      throw new UsageError(`option requires an argument -- '${c}'`);
+    }
+  }
+  return i;
+}
+
+/**
+ * Reads options the way getopt_long with "+" does: they stop at the first operand or `--`.
+ * Returns the index of the first argument after them.
+ */
+function readOptions(argv: readonly string[], given: GivenOptions): number {
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') return i + 1;
+    if (a.startsWith('--')) i = readLong(argv, i, given);
+    else if (a.startsWith('-') && a !== '-') i = readShortCluster(argv, i, given);
+    else return i;
+  }
+  return argv.length;
+}
+
+/** The VAR=value arguments from argv[start], and the index of the command after them. */
+function readAssignments(
+  argv: readonly string[],
+  start: number,
+): { assignments: Record<string, string>; next: number } {
   const assignments: Record<string, string> = {};
+  let i = start;
   for (; i < argv.length && /^[^=]+=/.test(argv[i]!); i++) {
     const a = argv[i]!;
     const eq = a.indexOf('=');
     assignments[a.slice(0, eq)] = a.slice(eq + 1);
   }
-  const command = argv.slice(i);
-  const has = (k: string) => seen.has(k);
-  const value = (k: string) => seen.get(k) as string | undefined;
+  return { assignments, next: i };
+}
 
-  if (has('h')) return { kind: 'help' };
-  if (has('V')) return { kind: 'version' };
-  const login = has('i');
-  const shell = has('s');
+/** Decides what the options and the command ask for, refusing the combinations sudo refuses. */
+function invocationOf(
+  given: GivenOptions,
+  assignments: Record<string, string>,
+  command: string[],
+): SudoInvocation {
+  if (given.has('h')) return { kind: 'help' };
+  if (given.has('V')) return { kind: 'version' };
+  const login = given.has('i');
+  const shell = given.has('s');
   if (login && shell) return { kind: 'usage', message: 'you may not specify both the -i and -s options' };
-  if (login && (preserveAll || preserve.length)) {
+  if (login && given.preservedEnv()) {
     return { kind: 'usage', message: 'you may not specify both the -i and -E options' };
   }
-  const list = has('l');
-  if (has('U') && !list)
+  const list = given.has('l');
+  if (given.has('U') && !list)
     return { kind: 'usage', message: 'the -U option may only be used with the -l option' };
 
-  const action = list ? 'list' : has('v') ? 'validate' : 'run';
+  const action = list ? 'list' : given.has('v') ? 'validate' : 'run';
   if (action === 'run' && command.length === 0 && !login && !shell) {
-    if (has('k') || has('K')) return { kind: 'noop' };
+    if (given.has('k') || given.has('K')) return { kind: 'noop' };
     return { kind: 'usage' };
   }
-  if (has('K') && command.length > 0) {
+  if (given.has('K') && command.length > 0) {
     return { kind: 'usage', message: 'the -K option may not be used with a command' };
   }
+  return { kind: 'request', request: requestOf(given, action, assignments, command) };
+}
+
+/** The request to envd, with only the fields the options set. */
+function requestOf(
+  given: GivenOptions,
+  action: SudoAction,
+  assignments: Record<string, string>,
+  command: string[],
+): ParsedRequest {
+  const preserveEnv = given.preservedEnv();
   return {
-    kind: 'request',
-    request: {
-      action,
-      argv: command,
-      ...(has('u') ? { user: value('u') } : {}),
-      ...(has('g') ? { group: value('g') } : {}),
-      ...(login ? { login } : {}),
-      ...(shell ? { shell } : {}),
-      ...(has('H') ? { setHome: true } : {}),
-      ...(preserveAll ? { preserveEnv: true } : preserve.length ? { preserveEnv: preserve } : {}),
-      ...(Object.keys(assignments).length ? { assignments } : {}),
-      ...(has('D') ? { chdir: value('D') } : {}),
-      ...(has('U') ? { listUser: value('U') } : {}),
-    },
+    action,
+    argv: command,
+    ...(given.has('u') ? { user: given.value('u') } : {}),
+    ...(given.has('g') ? { group: given.value('g') } : {}),
+    ...(given.has('i') ? { login: true } : {}),
+    ...(given.has('s') ? { shell: true } : {}),
+    ...(given.has('H') ? { setHome: true } : {}),
+    ...(preserveEnv ? { preserveEnv } : {}),
+    ...(Object.keys(assignments).length ? { assignments } : {}),
+    ...(given.has('D') ? { chdir: given.value('D') } : {}),
+    ...(given.has('U') ? { listUser: given.value('U') } : {}),
   };
+}
+
+/**
+ * Parses sudo's command line the way sudo does (getopt_long with "+": options stop at the first
+ * operand or `--`), then VAR=value assignments, then the command.
+ */
+export function parseSudoArgs(argv: readonly string[]): SudoInvocation {
+  const given = new GivenOptions();
+  let operands: number;
+  try {
+    operands = readOptions(argv, given);
+  } catch (err) {
+    if (err instanceof UsageError) return { kind: 'usage', message: err.message };
+    if (err instanceof UnsupportedOptionError) return { kind: 'error', message: err.message };
+    throw err;
+  }
+  const { assignments, next } = readAssignments(argv, operands);
+  return invocationOf(given, assignments, argv.slice(next));
 }

@@ -4,9 +4,9 @@
  * the command instead, over envd's sudo socket, and relays stdin, stdout, stderr, signals,
  * the terminal size and the exit status. See src/sudo/protocol.ts and src/sudo/service.ts.
  */
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
-import { HELP, parseSudoArgs, SUDO_COMPAT_VERSION, USAGE } from './args.js';
+import { HELP, type ParsedRequest, parseSudoArgs, SUDO_COMPAT_VERSION, USAGE } from './args.js';
 import { writeProof } from './proof.js';
 import {
   type Challenge,
@@ -23,6 +23,7 @@ import {
   type SudoRequest,
 } from './protocol.js';
 
+/** stdin is a terminal this client put in raw mode: every way out must restore it. */
 let rawTty = false;
 
 function exit(code: number): never {
@@ -52,97 +53,165 @@ function prove(challenge: Challenge): void {
   }
 }
 
-function run(partial: Omit<SudoRequest, 'env' | 'cwd' | 'tty'>): void {
-  const socketPath = process.env.AENV_SUDO_SOCKET || DEFAULT_SUDO_SOCKET;
-  const interactive = partial.action === 'run' && process.stdin.isTTY && process.stdout.isTTY;
-  const request: SudoRequest = {
-    ...partial,
+/** The request for envd: the command line's, with this process's environment, directory and terminal. */
+function requestFor(parsed: ParsedRequest): SudoRequest {
+  const interactive = parsed.action === 'run' && process.stdin.isTTY && process.stdout.isTTY;
+  return {
+    ...parsed,
     env: process.env as Record<string, string>,
     cwd: currentDir(),
     ...(interactive ? { tty: { cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 } } : {}),
   };
-  const socket = connect(socketPath);
-  const decoder = new FrameDecoder();
-  let connected = false;
-  let done = false;
-  let inFlight = 0;
-  const send = (type: number, payload?: Uint8Array | string) => {
-    if (!socket.destroyed) socket.write(encodeFrame(type, payload));
-  };
+}
 
-  const startRelay = () => {
-    if (partial.action !== 'run') return;
+/** The exit status of sudo for the command's end: a signal's is 128 + its number, as in a shell. */
+function exitStatus(end: ExitMessage): number {
+  if (!end.signal) return end.code ?? 1;
+  const signo = (osConstants.signals as Record<string, number>)[end.signal];
+  return 128 + (signo ?? 0);
+}
+
+type Send = (type: FrameType, payload?: Uint8Array | string) => void;
+
+/** stdin, signals and terminal size changes, to envd; at most STDIN_WINDOW stdin bytes unacknowledged. */
+class InputRelay {
+  private inFlight = 0;
+
+  constructor(private readonly send: Send) {}
+
+  start(interactive: boolean): void {
     const stdin = process.stdin;
     if (interactive) {
       stdin.setRawMode(true);
       rawTty = true;
       process.stdout.on('resize', () =>
-        send(FrameType.resize, JSON.stringify({ cols: process.stdout.columns, rows: process.stdout.rows })),
+        this.send(
+          FrameType.resize,
+          JSON.stringify({ cols: process.stdout.columns, rows: process.stdout.rows }),
+        ),
       );
     }
     stdin.on('data', (d: Buffer) => {
-      send(FrameType.stdin, d);
-      inFlight += d.length;
-      if (inFlight >= STDIN_WINDOW) stdin.pause();
+      this.send(FrameType.stdin, d);
+      this.inFlight += d.length;
+      if (this.inFlight >= STDIN_WINDOW) stdin.pause();
     });
-    const eof = () => send(FrameType.stdin);
+    const eof = () => this.send(FrameType.stdin);
     stdin.once('end', eof);
     stdin.once('error', eof);
-    for (const sig of RELAYED_SIGNALS) process.on(sig, () => send(FrameType.signal, sig));
-  };
+    for (const sig of RELAYED_SIGNALS) process.on(sig, () => this.send(FrameType.signal, sig));
+  }
 
-  // Output: a full stdout/stderr stops reading the socket, and so, in turn, the command.
-  const blocked = new Set<NodeJS.WriteStream>();
-  const broken = new Set<NodeJS.WriteStream>();
-  const unblock = (stream: NodeJS.WriteStream) => {
-    if (blocked.delete(stream) && blocked.size === 0) socket.resume();
-  };
-  const output = (stream: NodeJS.WriteStream, data: Buffer) => {
-    if (broken.has(stream) || stream.destroyed) return;
-    if (!stream.write(data) && !blocked.has(stream)) {
-      if (blocked.size === 0) socket.pause();
-      blocked.add(stream);
-      stream.once('drain', () => unblock(stream));
+  /** envd has passed `bytes` more of stdin to the command. */
+  acknowledged(bytes: number): void {
+    this.inFlight -= bytes;
+    if (this.inFlight < STDIN_WINDOW && process.stdin.isPaused()) process.stdin.resume();
+  }
+}
+
+/**
+ * The command's output, to stdout and stderr: a full one stops reading the socket, and so, in turn,
+ * the command.
+ */
+class OutputRelay {
+  private readonly blocked = new Set<NodeJS.WriteStream>();
+  private readonly broken = new Set<NodeJS.WriteStream>();
+
+  constructor(
+    private readonly socket: Socket,
+    send: Send,
+  ) {
+    for (const stream of [process.stdout, process.stderr]) {
+      stream.on('error', (err: NodeJS.ErrnoException) => {
+        if (this.broken.has(stream)) return;
+        this.broken.add(stream);
+        this.unblock(stream);
+        // Like a command writing straight to a closed pipe: it gets SIGPIPE.
+        if (err.code === 'EPIPE') send(FrameType.signal, 'SIGPIPE');
+      });
     }
-  };
-  for (const stream of [process.stdout, process.stderr]) {
-    stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (broken.has(stream)) return;
-      broken.add(stream);
-      unblock(stream);
-      // Like a command writing straight to a closed pipe: it gets SIGPIPE.
-      if (err.code === 'EPIPE') send(FrameType.signal, 'SIGPIPE');
+  }
+
+  write(stream: NodeJS.WriteStream, data: Buffer): void {
+    if (this.broken.has(stream) || stream.destroyed) return;
+    if (!stream.write(data) && !this.blocked.has(stream)) {
+      if (this.blocked.size === 0) this.socket.pause();
+      this.blocked.add(stream);
+      stream.once('drain', () => this.unblock(stream));
+    }
+  }
+
+  private unblock(stream: NodeJS.WriteStream): void {
+    if (this.blocked.delete(stream) && this.blocked.size === 0) this.socket.resume();
+  }
+}
+
+/** A session with envd's sudo service: the proof, the request, then the relays until the command ends. */
+class EnvdSession {
+  private readonly socket: Socket;
+  private readonly decoder = new FrameDecoder();
+  private readonly input: InputRelay;
+  private readonly output: OutputRelay;
+  private connected = false;
+  /** envd has ended the session: the socket closing is expected from here on. */
+  private done = false;
+
+  constructor(
+    private readonly socketPath: string,
+    private readonly request: SudoRequest,
+  ) {
+    this.socket = connect(socketPath);
+    const send: Send = (type, payload) => {
+      if (!this.socket.destroyed) this.socket.write(encodeFrame(type, payload));
+    };
+    this.input = new InputRelay(send);
+    this.output = new OutputRelay(this.socket, send);
+    this.socket.on('connect', () => (this.connected = true));
+    this.socket.on('data', (chunk: Buffer) => this.received(chunk));
+    this.socket.on('error', (err: NodeJS.ErrnoException) => this.failed(err));
+    this.socket.on('close', () => {
+      if (!this.done) fail('lost the connection to envd');
     });
   }
-  // A paused socket does not keep node running: the command's end is what ends this process.
-  setInterval(() => undefined, 1 << 30);
 
-  const onFrame = (f: Frame) => {
+  private received(chunk: Buffer): void {
+    try {
+      for (const f of this.decoder.push(chunk)) this.onFrame(f);
+    } catch (err) {
+      fail(`protocol error: ${(err as Error).message}`);
+    }
+  }
+
+  private failed(err: NodeJS.ErrnoException): void {
+    if (this.done) return;
+    if (!this.connected) {
+      fail(`unable to reach envd's sudo service at ${this.socketPath} (${err.code ?? err.message})`);
+    }
+    fail(`lost the connection to envd: ${err.message}`);
+  }
+
+  private onFrame(f: Frame): void {
     switch (f.type) {
       case FrameType.challenge:
         prove(JSON.parse(f.payload.toString('utf8')) as Challenge);
-        socket.write(jsonFrame(FrameType.request, request));
-        startRelay();
+        this.socket.write(jsonFrame(FrameType.request, this.request));
+        if (this.request.action === 'run') this.input.start(this.request.tty !== undefined);
         break;
       case FrameType.stdout:
-        output(process.stdout, f.payload);
+        this.output.write(process.stdout, f.payload);
         break;
       case FrameType.stderr:
-        output(process.stderr, f.payload);
+        this.output.write(process.stderr, f.payload);
         break;
       case FrameType.ack:
-        inFlight -= f.payload.readUInt32BE(0);
-        if (inFlight < STDIN_WINDOW && process.stdin.isPaused()) process.stdin.resume();
+        this.input.acknowledged(f.payload.readUInt32BE(0));
         break;
-      case FrameType.exit: {
-        done = true;
-        const end = JSON.parse(f.payload.toString('utf8')) as ExitMessage;
-        const signo = end.signal ? (osConstants.signals as Record<string, number>)[end.signal] : undefined;
-        exit(end.signal ? 128 + (signo ?? 0) : (end.code ?? 1));
+      case FrameType.exit:
+        this.done = true;
+        exit(exitStatus(JSON.parse(f.payload.toString('utf8')) as ExitMessage));
         break;
-      }
       case FrameType.error: {
-        done = true;
+        this.done = true;
         const e = JSON.parse(f.payload.toString('utf8')) as ErrorMessage;
         fail(e.message, e.code || 1);
         break;
@@ -150,26 +219,13 @@ function run(partial: Omit<SudoRequest, 'env' | 'cwd' | 'tty'>): void {
       default:
         fail(`protocol error: unexpected frame type ${f.type} from envd`);
     }
-  };
+  }
+}
 
-  socket.on('connect', () => (connected = true));
-  socket.on('data', (chunk: Buffer) => {
-    try {
-      for (const f of decoder.push(chunk)) onFrame(f);
-    } catch (err) {
-      fail(`protocol error: ${(err as Error).message}`);
-    }
-  });
-  socket.on('error', (err: NodeJS.ErrnoException) => {
-    if (done) return;
-    if (!connected) {
-      fail(`unable to reach envd's sudo service at ${socketPath} (${err.code ?? err.message})`);
-    }
-    fail(`lost the connection to envd: ${err.message}`);
-  });
-  socket.on('close', () => {
-    if (!done) fail('lost the connection to envd');
-  });
+function run(parsed: ParsedRequest): void {
+  new EnvdSession(process.env.AENV_SUDO_SOCKET || DEFAULT_SUDO_SOCKET, requestFor(parsed));
+  // A paused socket does not keep node running: the command's end is what ends this process.
+  setInterval(() => undefined, 1 << 30);
 }
 
 const invocation = parseSudoArgs(process.argv.slice(2));
