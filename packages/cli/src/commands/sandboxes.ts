@@ -27,6 +27,7 @@ export function metadataQuery(pairs: string[] = []): string | undefined {
   return new URLSearchParams(parseKeyValues(pairs, '--metadata')).toString();
 }
 
+// eslint-disable-next-line max-lines-per-function -- declarative: one command definition after another
 export function registerSandboxCommands(program: Command): void {
   program
     .command('ls')

@@ -94,6 +94,7 @@ async function runBuild(
   await watchBuild(ctx, api, req.templateID, req.buildID, name);
 }
 
+// eslint-disable-next-line max-lines-per-function -- declarative: one command definition after another
 export function registerTemplateCommands(program: Command): void {
   program
     .command('pull')

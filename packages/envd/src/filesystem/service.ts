@@ -21,6 +21,7 @@ const watchResponse = (event: MessageInitShape<typeof WatchDirResponseSchema>['e
  * the default user); relative paths are under that user's home, an empty one is the default
  * workdir.
  */
+// eslint-disable-next-line max-lines-per-function -- declarative: one RPC handler after another
 export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesystem> {
   const registry = new WatcherRegistry();
   const namer = () => state.users.namer();

@@ -42,6 +42,7 @@ function mapped<A extends unknown[], R>(fn: (...a: A) => Promise<R>): (...a: A) 
 }
 
 /** scheduler.v1.SchedulerService over the domain services; conversion only, no decisions. */
+// eslint-disable-next-line max-lines-per-function -- declarative: one RPC handler after another
 export function schedulerService(d: ServiceDeps): ServiceImpl<typeof pb.SchedulerService> {
   return {
     schedule: mapped(async (req) => scheduleOut(await d.placements.schedule(scheduleIn(req)))),

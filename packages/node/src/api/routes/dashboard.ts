@@ -58,6 +58,7 @@ const ListQuery = Type.Object({
  * with sizes and parents, and one event stream of lifecycle events and metrics. A sandbox's
  * past events are the public `GET /sandboxes/{id}/events`.
  */
+// eslint-disable-next-line max-lines-per-function -- declarative: one route after another
 export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> = async (app, opts) => {
   const { orchestrator: orch, activity } = opts;
   const nodeID = opts.nodeStatus().nodeID;

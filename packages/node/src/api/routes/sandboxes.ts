@@ -85,6 +85,7 @@ export function createInput(
 }
 
 /** E2B's sandbox endpoints (E2B-COMPAT.md §2). */
+// eslint-disable-next-line max-lines-per-function -- declarative: one route after another
 export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = async (app, opts) => {
   const { orchestrator: orch, domain } = opts;
 

@@ -87,6 +87,7 @@ const ColdBody = Type.Object(
  * E2B's template build API (E2B-COMPAT.md §2: request a build, upload COPY files, trigger, poll
  * the status), the template catalogue, and AgentENV's POST /sandboxes-cold (AGENTENV-API.md §1).
  */
+// eslint-disable-next-line max-lines-per-function -- declarative: one route after another
 export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = async (app, opts) => {
   const { templates, files } = opts;
 
