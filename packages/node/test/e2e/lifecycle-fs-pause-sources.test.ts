@@ -9,11 +9,19 @@ import { api, useTestServer } from '@agentenv/test-support/server';
  */
 useTestServer();
 const TEMPLATE = 'tpl-fs-pause';
+/**
+ * Waits until files written before now are older, by ctime, than a sandbox started after: a
+ * pause compares ctimes in whole seconds and allows one second of slack, so files written just
+ * before a start would be stored whatever their origin.
+ */
+const letFilesAge = () => new Promise((resolve) => setTimeout(resolve, 3_000));
+
 beforeAll(async () => {
   await Template.build(
     Template().fromTemplate('base').runCmd('echo from-the-build > /home/user/build.txt'),
     TEMPLATE,
   );
+  await letFilesAge();
 }, 300_000);
 afterAll(async () => {
   await api('DELETE', `/templates/${TEMPLATE}`);
@@ -44,6 +52,7 @@ describe('filesystem-only pause of sandboxes that did not start from a bare imag
     const { snapshotId } = await (async () => {
       try {
         await parent.files.write('/home/user/parent.txt', 'written before the snapshot');
+        await letFilesAge();
         return await parent.createSnapshot();
       } finally {
         await parent.kill();

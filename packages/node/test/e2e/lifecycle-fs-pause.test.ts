@@ -29,8 +29,14 @@ function newestPause(sandboxId: string, kind: 'memory' | 'filesystem') {
   );
 }
 
-const bootId = async (s: Sandbox) =>
-  (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+/**
+ * A mark held in memory only (a tmpfs, never captured): a memory restore keeps it, a fresh start
+ * does not. (The boot id cannot tell them apart: a restore brings back the template's.)
+ */
+const MARK = '/dev/shm/aenv-test-mark';
+const setMark = (s: Sandbox) => s.commands.run(`echo in-memory > ${MARK}`);
+const mark = async (s: Sandbox) =>
+  (await s.commands.run(`cat ${MARK} 2>/dev/null || echo none`)).stdout.trim();
 const state = async (id: string) => (await api('GET', `/sandboxes/${id}`)).json.state;
 
 describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
@@ -66,12 +72,12 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
       );
       const token = (await api('GET', `/sandboxes/${id}`)).json.envdAccessToken;
       expect(token).toEqual(expect.any(String));
-      const boot0 = await bootId(sbx);
+      await setMark(sbx);
 
       await sbx.pause();
       const memory = await newestPause(id, 'memory');
       const again = await Sandbox.connect(id);
-      expect(await bootId(again)).toBe(boot0);
+      expect(await mark(again)).toBe('in-memory');
 
       await again.pause({ keepMemory: false });
       expect(await state(id)).toBe('paused');
@@ -81,7 +87,7 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
 
       const cold = await Sandbox.connect(id);
       expect(cold.sandboxId).toBe(id);
-      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await mark(cold)).toBe('none');
       expect(await cold.files.read('/home/user/keep/notes.txt')).toBe('kept across a cold boot');
       expect(await cold.files.exists('/etc/issue')).toBe(false);
       expect((await cold.files.read('/etc/motd')).trim()).toBe('changed');
@@ -105,12 +111,12 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
       await sbx.commands.run('rm /etc/issue', { user: 'root' });
       await sbx.commands.run('sleep 3600', { background: true, timeoutMs: 0 });
       const token = (await api('GET', `/sandboxes/${id}`)).json.envdAccessToken;
-      const boot0 = await bootId(sbx);
+      await setMark(sbx);
       await sbx.pause();
       const memory = await newestPause(id, 'memory');
 
       const cold = await Sandbox.connect(id, { onResume: 'reboot' });
-      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await mark(cold)).toBe('none');
       expect(await cold.files.read('/home/user/keep/notes.txt')).toBe('kept across a reboot');
       expect(await cold.files.exists('/etc/issue')).toBe(false);
       expect((await cold.commands.run('echo $FOO')).stdout.trim()).toBe('bar');
@@ -123,8 +129,9 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
       // The memory pause it booted from is still the newest stored pause, unchanged.
       expect(await newestPause(id, 'memory')).toEqual(memory);
       // On a running sandbox it is a no-op.
+      await setMark(cold);
       const same = await Sandbox.connect(id, { onResume: 'reboot' });
-      expect(await bootId(same)).toBe(await bootId(cold));
+      expect(await mark(same)).toBe('in-memory');
     } finally {
       await sbx.kill();
     }
@@ -138,7 +145,7 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
     const id = sbx.sandboxId;
     try {
       await sbx.files.write('/home/user/ttl.txt', 'written before the timeout');
-      const boot0 = await bootId(sbx);
+      await setMark(sbx);
       // The end time moves close once the sandbox is set up, so the TTL pause races nothing.
       await sbx.setTimeout(1_000);
       // The listed state says paused while the pause is under way: wait for the stored pause.
@@ -148,7 +155,7 @@ describe('lifecycle and filesystem-only pause with the E2B SDK', () => {
         autoResume: false,
       });
       const cold = await Sandbox.connect(id, { timeoutMs: 300_000 });
-      expect(await bootId(cold)).not.toBe(boot0);
+      expect(await mark(cold)).toBe('none');
       expect(await cold.files.read('/home/user/ttl.txt')).toBe('written before the timeout');
     } finally {
       await sbx.kill();
