@@ -80,6 +80,8 @@ describe('bearer token responses', () => {
   it('refuses an answer without a token, or one that is not JSON', () => {
     expect(() => parse({ expires_in: 60 })).toThrow(/token server auth.test returned no token/);
     expect(() => parse({ token: 42 })).toThrow(/returned no token/);
+    for (const doc of ['null', '42', '"token"'])
+      expect(() => parseTokenResponse('auth.test', Buffer.from(doc), 0)).toThrow(/returned no token/);
     expect(() => parseTokenResponse('auth.test', Buffer.from('<html>'), 0)).toThrow(
       /token server auth.test: bad response: /,
     );

@@ -164,6 +164,9 @@ describe('tar reader', () => {
     corrupt[10] = 0x41;
     await expect(read(corrupt)).rejects.toThrow(/checksum mismatch/);
     await expect(read(good.subarray(0, 600))).rejects.toThrow(/truncated/);
+    // Cut right after an extended header that announces its records.
+    for (const flag of ['x', 'L'])
+      await expect(read(rawHeader({ name: 'meta', flag, size: 100 }))).rejects.toThrow(/truncated/);
     await expect(read(Buffer.concat([rawHeader({ name: 's', flag: 'S', size: 0 }), END]))).rejects.toThrow(
       /sparse/,
     );

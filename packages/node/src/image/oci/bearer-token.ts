@@ -72,12 +72,14 @@ export function badTokenResponse(host: string, e: Error): OciError {
 
 /** The token in a token server's JSON answer (`token`, or OAuth2's `access_token`), with its expiry. */
 export function parseTokenResponse(host: string, body: Buffer, now: number): CachedToken {
-  let doc: { token?: unknown; access_token?: unknown; expires_in?: unknown };
+  let doc: { token?: unknown; access_token?: unknown; expires_in?: unknown } | null;
   try {
     doc = JSON.parse(body.toString('utf8')) as typeof doc;
   } catch (e) {
     throw badTokenResponse(host, e as Error);
   }
+  if (typeof doc !== 'object' || doc === null)
+    throw new OciError('registry_error', `token server ${host} returned no token`);
   const token =
     typeof doc.token === 'string' && doc.token
       ? doc.token

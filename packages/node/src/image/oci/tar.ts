@@ -85,7 +85,11 @@ class ByteReader {
 
 async function readMeta(r: ByteReader, size: number): Promise<Buffer> {
   if (size > META_LIMIT) throw new OciError('unsafe_layer', `layer archive: ${size}-byte extended header`);
-  return size ? Buffer.from((await r.read(blocks(size)))!.subarray(0, size)) : Buffer.alloc(0);
+  if (!size) return Buffer.alloc(0);
+  // The header promised this many bytes: an archive that ends here is cut short.
+  const data = await r.read(blocks(size));
+  if (!data) throw new OciError('unsafe_layer', 'layer archive is truncated');
+  return Buffer.from(data.subarray(0, size));
 }
 
 /**
