@@ -54,7 +54,8 @@ export async function launchBrowser(): Promise<TestBrowser> {
       await page.setViewportSize(VIEWPORTS[viewport]);
       const errors: string[] = [];
       page.on('console', (m) => {
-        if (m.type() === 'error') errors.push(`console: ${m.text()}`);
+        // A failed load names only its status in the text; the URL is in the location.
+        if (m.type() === 'error') errors.push(`console: ${m.text()} (${m.location().url})`);
       });
       page.on('pageerror', (e) => errors.push(`page: ${e.message}`));
       return { page, errors };

@@ -84,6 +84,12 @@ describe.skipIf(!haveChromium)('the dashboard at a real gateway over two real no
       await screenshot(page, 'gateway-nodes-desktop');
 
       // The detail page reads the sandbox through the gateway and its events from the scheduler.
+      // Made on its node directly, a sandbox is routed by the gateway once a heartbeat of that
+      // node has listed it (every 2 s), and its lifecycle events may be there before that.
+      const routed = async () =>
+        (await fetch(`${base}/sandboxes/${made[1]!.sandboxId}`, { headers: { 'x-api-key': API_KEY } }))
+          .status;
+      await expect.poll(routed, { timeout: 10_000 }).toBe(200);
       await page.goto(`${base}/dashboard/#/sandboxes/${made[1]!.sandboxId}`);
       await page.locator('[aria-label="Lifecycle events"] .ev-created').waitFor();
       await screenshot(page, 'gateway-sandbox-detail-desktop');
