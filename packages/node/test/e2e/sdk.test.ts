@@ -81,7 +81,10 @@ describe('the E2B SDK against aenv-server', () => {
     const sbx = await Sandbox.create();
     try {
       await sbx.files.write('/home/user/state.txt', 'kept');
-      await sbx.commands.run('n=0; while true; do n=$((n+1)); echo $n > /tmp/n; sleep 0.1; done', {
+      // Written aside and renamed, so that a read never lands between the truncation and the write.
+      const counter =
+        'n=0; while true; do n=$((n+1)); echo $n > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.1; done';
+      await sbx.commands.run(counter, {
         background: true,
         timeoutMs: 0,
       });
