@@ -6,6 +6,7 @@ import {
   runscGlobalArgs,
   wrapForNetSysctlQuirk,
 } from '../../src/runtime/gvisor/runsc.js';
+import { containerOfRunscFile, DriverLayout } from '../../src/runtime/gvisor/layout.js';
 import { isSandboxId, newSandboxId, SANDBOX_ID_LENGTH } from '../../src/runtime/ids.js';
 
 const input = {
@@ -130,5 +131,21 @@ describe('sandbox ids', () => {
     }
     expect(new Set(ids).size).toBe(ids.length);
     expect(isSandboxId('aenv-1')).toBe(false);
+  });
+});
+
+describe("runsc's files under its root", () => {
+  it('names the files a container leaves, and maps each back to its container', () => {
+    const layout = new DriverLayout('/run/aenv-x/x', 'aenv-x');
+    const files = layout.runscFiles('aenv-0123456789abcdef0123');
+    expect(files).toEqual([
+      '/run/aenv-x/x/runsc/aenv-0123456789abcdef0123_sandbox:aenv-0123456789abcdef0123.lock',
+      '/run/aenv-x/x/runsc/aenv-0123456789abcdef0123_sandbox:aenv-0123456789abcdef0123.state',
+      '/run/aenv-x/x/runsc/runsc-aenv-0123456789abcdef0123.sock',
+    ]);
+    for (const f of files)
+      expect(containerOfRunscFile(f.split('/').at(-1)!)).toBe('aenv-0123456789abcdef0123');
+    for (const other of ['runsc.log', 'a_sandbox:b.lock', 'runsc-.sock.x', 'aenv-1.state'])
+      expect(containerOfRunscFile(other)).toBeUndefined();
   });
 });

@@ -6,6 +6,11 @@ import type { RunscFlags } from './runsc.js';
  * and one cgroup per sandbox under a parent of its own (so two nodes on one machine, or a node
  * and its tests, never touch each other's sandboxes).
  */
+/** The container a file in runsc's root belongs to (one of DriverLayout.runscFiles), if any. */
+export function containerOfRunscFile(name: string): string | undefined {
+  return /^runsc-(.+)\.sock$/.exec(name)?.[1] ?? /^(.+)_sandbox:\1\.(?:lock|state)$/.exec(name)?.[1];
+}
+
 export class DriverLayout {
   constructor(
     readonly runtimeDir: string,
@@ -28,6 +33,16 @@ export class DriverLayout {
   /** Flags for runsc commands that name a container only by id (list, delete of a leftover). */
   rootFlags(): RunscFlags {
     return { root: this.runscRoot, overlay: 'root:memory', network: 'none', netDisconnectOk: false };
+  }
+
+  /**
+   * runsc's own files for a container under its root. `runsc delete` removes them only for a
+   * container whose state it wrote, so a start killed before that leaves them behind.
+   */
+  runscFiles(id: string): string[] {
+    return [`${id}_sandbox:${id}.lock`, `${id}_sandbox:${id}.state`, `runsc-${id}.sock`].map((f) =>
+      join(this.runscRoot, f),
+    );
   }
 
   /** The sandbox's cgroup path relative to each controller's mount, as runsc creates it. */

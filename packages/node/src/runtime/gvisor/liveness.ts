@@ -1,5 +1,5 @@
 import { readdir } from 'node:fs/promises';
-import type { DriverLayout } from './layout.js';
+import { containerOfRunscFile, type DriverLayout } from './layout.js';
 import { isRunning } from './processes.js';
 import type { CommandResult } from './runsc.js';
 
@@ -65,5 +65,8 @@ export async function findOrphans(
     ids = [];
   }
   const bundles = await readdir(layout.sandboxesDir).catch(() => [] as string[]);
-  return [...new Set([...ids, ...bundles])].filter((id) => !known(id));
+  const leftFiles = (await readdir(layout.runscRoot).catch(() => [] as string[]))
+    .map(containerOfRunscFile)
+    .filter((id): id is string => id !== undefined);
+  return [...new Set([...ids, ...bundles, ...leftFiles])].filter((id) => !known(id));
 }

@@ -81,6 +81,7 @@ export class Reclaimer {
     await runCommand([runsc, ...runscGlobalArgs(flags), 'delete', '--force', id], {
       timeoutMs: CMD_TIMEOUT_MS,
     }).catch(() => null);
+    await Promise.all(this.layout.runscFiles(id).map((f) => rm(f, { force: true }).catch(() => null)));
     const bundle = target?.dir ?? this.layout.bundleDir(id);
     if (host) {
       // Killed processes may take a moment to leave the cgroup; only an empty one can be removed.
