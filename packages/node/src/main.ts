@@ -150,8 +150,7 @@ function clusterMembership(
 }
 
 /** How to reach the node, on stdout for whoever started it. */
-function announce(config: NodeConfig, apiKey: string): void {
-  const { host, port } = parseListenAddress(config.apiAddr);
+function announce(config: NodeConfig, apiKey: string, { host, port }: { host: string; port: number }): void {
   const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
@@ -229,7 +228,7 @@ async function main(): Promise<void> {
     .finally(() => {
       if (!signals.received) agent?.start();
     });
-  announce(config, machine.apiKey);
+  announce(config, machine.apiKey, { host, port });
 
   // Drained first, so the cluster stops placing here while the sandboxes are paused.
   signals.stop = stopWith(logger, [
