@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
-import { afterAll, beforeAll } from 'vitest';
+import { relative } from 'node:path';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { packageDir } from '../paths.js';
 
 const SERVER = `${packageDir('@agentenv/node')}/bin/aenv-server.js`;
@@ -31,7 +32,24 @@ export const DOMAIN = 'aenv.test';
 export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
 
 const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
-const serverLogPath = (instance: number) => `${SHARED_HOME}/logs/server-${instance}.log`;
+/**
+ * Where a node's output is kept: one file per test file and instance, so the output behind a
+ * failure in a full run is still there when the run ends.
+ */
+function serverLogPath(instance: number): string {
+  const testFile = currentTestFile();
+  const name = testFile ? relative(process.cwd(), testFile).replace(/[/\\]/g, '_') : 'server';
+  return `${SHARED_HOME}/logs/${name}.${instance}.log`;
+}
+
+function currentTestFile(): string | undefined {
+  try {
+    return expect.getState().testPath;
+  } catch {
+    // A benchmark run with tsx, outside vitest, has no test state.
+    return undefined;
+  }
+}
 export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
 
 function prepareHome(instance: number): void {
@@ -100,7 +118,7 @@ export function spawnServer(env: Record<string, string> = {}, instance = INSTANC
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   // Also kept in a file beside the shared template cache, to read what the node said when a test
-  // failed (the file of the latest test file to start this instance).
+  // failed.
   mkdirSync(`${SHARED_HOME}/logs`, { recursive: true });
   const log = createWriteStream(serverLogPath(instance), { flags: 'a' });
   log.write(`--- aenv-server started ${new Date().toISOString()}\n`);
