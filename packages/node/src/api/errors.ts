@@ -41,8 +41,22 @@ function fromFastify(fe: FastifyError): DomainError | undefined {
 
 export function errorHandler(err: FastifyError, req: FastifyRequest, reply: FastifyReply): void {
   const { status, body, retryAfter } = errorBody(err);
-  if (status >= 500 && !(err instanceof DomainError && !isFault(err.kind)))
-    req.log.error({ err }, 'request failed');
+  if (status >= 500 && !(err instanceof DomainError && !isFault(err.kind))) {
+    const detail = operatorDetail(err);
+    req.log.error({ err, ...(detail ? { detail } : {}) }, 'request failed');
+  }
   if (retryAfter) void reply.header('retry-after', String(retryAfter));
   void reply.status(status).send(body);
+}
+
+/**
+ * The runtime output that explains a fault (a sandbox's console when it did not start), from the
+ * error or one it wraps: the log's error serializer drops the fields of a wrapped error.
+ */
+export function operatorDetail(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const detail = (e as { detail?: unknown }).detail;
+    if (typeof detail === 'string' && detail) return detail;
+  }
+  return undefined;
 }

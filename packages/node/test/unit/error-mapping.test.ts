@@ -1,7 +1,7 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { DomainError, STATUS, withContext, type DomainErrorKind } from '@agentenv/common';
-import { errorBody } from '../../src/api/errors.js';
+import { errorBody, operatorDetail } from '../../src/api/errors.js';
 import { ImageBuildError, OCI_ERROR_KIND, OciError, type OciErrorCode } from '../../src/image/index.js';
 import { NETWORK_ERROR_KIND, NetworkError, type NetworkErrorCode } from '../../src/network/index.js';
 import { SandboxRecordError } from '../../src/orchestrator/record.js';
@@ -190,5 +190,13 @@ describe('errors → HTTP: one mapping', () => {
       kind: 'internal',
       message: 'pause failed: boom',
     });
+  });
+
+  it('finds the runtime output behind a fault, also when the fault was given context', () => {
+    const start = new RuntimeError('not_ready', 'envd did not answer', 'console: envd crashed');
+    expect(operatorDetail(withContext(start, 'sandbox failed to start'))).toBe('console: envd crashed');
+    expect(operatorDetail(start)).toBe('console: envd crashed');
+    expect(operatorDetail(new Error('boom'))).toBeUndefined();
+    expect(operatorDetail('a string')).toBeUndefined();
   });
 });

@@ -1,4 +1,8 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { CONSOLE_LOG, consoleLog } from '../../src/runtime/gvisor/bundle.js';
 import { buildOciSpec, memoryLimitBytes, resourcesProblem } from '../../src/runtime/gvisor/oci-spec.js';
 import { parseRunscVersion, runscVersionProblem } from '../../src/runtime/gvisor/version.js';
 import {
@@ -147,5 +151,22 @@ describe("runsc's files under its root", () => {
       expect(containerOfRunscFile(f.split('/').at(-1)!)).toBe('aenv-0123456789abcdef0123');
     for (const other of ['runsc.log', 'a_sandbox:b.lock', 'runsc-.sock.x', 'aenv-1.state'])
       expect(containerOfRunscFile(other)).toBeUndefined();
+  });
+});
+
+describe('a sandbox console in an error', () => {
+  it('keeps the end of a long console, and is empty when there is none', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aenv-console-'));
+    try {
+      expect(await consoleLog({ dir })).toBe('');
+      await writeFile(join(dir, CONSOLE_LOG), 'x'.repeat(200_000) + 'the last line\n');
+      const kept = await consoleLog({ dir });
+      expect(kept.length).toBe(64 * 1024);
+      expect(kept.endsWith('the last line\n')).toBe(true);
+      await writeFile(join(dir, CONSOLE_LOG), 'short\n');
+      expect(await consoleLog({ dir })).toBe('short\n');
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { InitProcess, ReadOnlyMount, Resources, SandboxNet } from '../driver.js';
 import { InvalidRequestError, SandboxStartError } from '../errors.js';
@@ -177,6 +177,19 @@ export async function launch(
   return pid;
 }
 
-export function consoleLog(b: Pick<Bundle, 'dir'>): Promise<string> {
-  return readFile(join(b.dir, CONSOLE_LOG), 'utf8').catch(() => '');
+/** What is kept of a console for an error's detail: its end, which says why it stopped. */
+const CONSOLE_TAIL_BYTES = 64 * 1024;
+
+/** The end of the sandbox's console output, or '' when there is none. */
+export async function consoleLog(b: Pick<Bundle, 'dir'>): Promise<string> {
+  const fh = await open(join(b.dir, CONSOLE_LOG), 'r').catch(() => null);
+  if (!fh) return '';
+  try {
+    const { size } = await fh.stat();
+    const length = Math.min(size, CONSOLE_TAIL_BYTES);
+    const { buffer, bytesRead } = await fh.read(Buffer.alloc(length), 0, length, size - length);
+    return buffer.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await fh.close();
+  }
 }
