@@ -50,6 +50,7 @@ function currentTestFile(): string | undefined {
     return undefined;
   }
 }
+
 export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
 
 function prepareHome(instance: number): void {

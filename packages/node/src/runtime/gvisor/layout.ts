@@ -1,16 +1,16 @@
 import { join } from 'node:path';
 import type { RunscFlags } from './runsc.js';
 
-/**
- * Where one driver keeps its state on the host: runsc's --root, one bundle directory per sandbox,
- * and one cgroup per sandbox under a parent of its own (so two nodes on one machine, or a node
- * and its tests, never touch each other's sandboxes).
- */
 /** The container a file in runsc's root belongs to (one of DriverLayout.runscFiles), if any. */
 export function containerOfRunscFile(name: string): string | undefined {
   return /^runsc-(.+)\.sock$/.exec(name)?.[1] ?? /^(.+)_sandbox:\1\.(?:lock|state)$/.exec(name)?.[1];
 }
 
+/**
+ * Where one driver keeps its state on the host: runsc's --root, one bundle directory per sandbox,
+ * and one cgroup per sandbox under a parent of its own (so two nodes on one machine, or a node
+ * and its tests, never touch each other's sandboxes).
+ */
 export class DriverLayout {
   constructor(
     readonly runtimeDir: string,
