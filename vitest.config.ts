@@ -121,6 +121,18 @@ export default defineConfig({
         },
       },
       {
+        extends: true,
+        test: {
+          name: 'security',
+          include: ['packages/*/test/security/**/*.test.ts'],
+          // The adversarial suite: real nodes, gateways, schedulers and sandboxes probed as an
+          // attacker would (no key, malformed requests, sandbox code); files one after another.
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 1_200_000,
+        },
+      },
+      {
         test: {
           name: 'deploy',
           include: ['deploy/test/e2e/**/*.test.ts'],
