@@ -132,7 +132,8 @@ for (const b of backends) {
       const c = join(work, 'corrupt');
       await writeCapture(c, { 'pages.img': randomPages(64), 'checkpoint.img': randomBytes(1000) });
       const s = await store.storeCapture(c);
-      const [victim] = s.manifest.files.find((f) => f.name === 'pages.img')!.chunks[1]!;
+      // The first chunk: the content-defined chunker may cut 64 random pages into one chunk only.
+      const [victim] = s.manifest.files.find((f) => f.name === 'pages.img')!.chunks[0]!;
       const good = await repo.readBlob(victim);
       const bad = Buffer.from(good);
       bad[100] = bad[100]! ^ 0xff;
