@@ -1,5 +1,6 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
 import https from 'node:https';
+import { OciError } from './errors.js';
 
 const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 16 });
 const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 16 });
@@ -12,6 +13,8 @@ export interface HttpRequest {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly maxRedirects?: number;
+  /** Why a redirect to `next` may not be followed (the request then fails for good), if it may not. */
+  readonly redirectRefusal?: (next: URL) => string | undefined;
 }
 
 export interface HttpResponse {
@@ -83,6 +86,8 @@ export async function send(url: URL, req: HttpRequest): Promise<HttpResponse> {
     if (next.protocol !== 'http:' && next.protocol !== 'https:') {
       throw new NetworkError(`redirect to unsupported URL scheme ${next.protocol}`, 'EREDIRECT');
     }
+    const refused = req.redirectRefusal?.(next);
+    if (refused) throw new OciError('unauthorized', `${url.host} redirected to ${next.href}: ${refused}`);
     const headers = { ...curReq.headers };
     if (next.host !== url.host || (url.protocol === 'https:' && next.protocol === 'http:')) {
       delete headers.authorization;
