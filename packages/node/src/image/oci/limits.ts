@@ -27,6 +27,23 @@ export interface TarBudget {
   entry(): void;
 }
 
+/** The budget of one archive on its own: `over` makes the error once a bound is passed. */
+export function archiveBudget(
+  max: { readonly bytes: number; readonly entries: number },
+  over: (passed: 'bytes' | 'entries') => Error,
+): TarBudget {
+  let bytes = 0;
+  let entries = 0;
+  return {
+    bytes: (n) => {
+      if ((bytes += n) > max.bytes) throw over('bytes');
+    },
+    entry: () => {
+      if (++entries > max.entries) throw over('entries');
+    },
+  };
+}
+
 /** A layer's recorded totals, as its layer.json keeps them. */
 export interface LayerTotals {
   readonly entries: number;
@@ -53,20 +70,19 @@ export class ImageBudget {
   /** The budget of one layer (`what` names it): what it unpacks counts for it and for the image. */
   layer(what: string): TarBudget {
     const l = this.limits;
-    let bytes = 0;
-    let entries = 0;
+    const own = archiveBudget({ bytes: l.layerBytes, entries: l.layerEntries }, (kind) =>
+      kind === 'bytes'
+        ? over(what, `${fmtBytes(l.layerBytes)} uncompressed`, 'max_layer_mb')
+        : over(what, `${l.layerEntries} entries`, 'max_layer_entries'),
+    );
     return {
       bytes: (n) => {
-        bytes += n;
-        this.bytes += n;
-        if (bytes > l.layerBytes) throw over(what, `${fmtBytes(l.layerBytes)} uncompressed`, 'max_layer_mb');
-        this.checkBytes(this.bytes);
+        own.bytes(n);
+        this.checkBytes((this.bytes += n));
       },
       entry: () => {
-        entries++;
-        this.entries++;
-        if (entries > l.layerEntries) throw over(what, `${l.layerEntries} entries`, 'max_layer_entries');
-        this.checkEntries(this.entries);
+        own.entry();
+        this.checkEntries(++this.entries);
       },
     };
   }
