@@ -1,10 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import {
   parseTokenResponse,
+  realmAddressRefusal,
   realmRefusal,
   tokenRealm,
   tokenRequest,
 } from '../../src/image/oci/bearer-token.js';
+import { OciError } from '../../src/image/oci/errors.js';
+import { guardedLookup, send } from '../../src/image/oci/http.js';
 
 const bearer = (params: Record<string, string>) => ({ scheme: 'bearer', params });
 const PULL = 'repository:app:pull';
@@ -152,5 +155,39 @@ describe('bearer token responses', () => {
     expect(() => parseTokenResponse('auth.test', Buffer.from('<html>'), 0)).toThrow(
       /token server auth.test: bad response: /,
     );
+  });
+});
+
+describe('where a token server name leads', () => {
+  type Found = { err: Error | null; address: unknown };
+  const lookup = (addresses: string[], all = false) =>
+    new Promise<Found>((resolve) =>
+      guardedLookup(realmAddressRefusal, (_host, _o, cb) =>
+        cb(
+          null,
+          addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 })),
+        ),
+      )('auth.test', { all }, ((err: Error | null, address: unknown) => resolve({ err, address })) as never),
+    );
+
+  it('refuses a name that resolves to a link-local address, whatever else it resolves to', async () => {
+    const { err } = await lookup(['8.8.8.8', '169.254.169.254']);
+    expect(err).toBeInstanceOf(OciError);
+    expect(err!.message).toBe('auth.test resolves to 169.254.169.254: a link-local address is never asked');
+    expect((await lookup(['fe80::1'])).err).toBeInstanceOf(OciError);
+  });
+
+  it('passes public and private addresses on, one or all as asked', async () => {
+    expect(await lookup(['10.0.0.1'])).toEqual({ err: null, address: '10.0.0.1' });
+    expect((await lookup(['8.8.8.8', '10.0.0.1'], true)).address).toHaveLength(2);
+  });
+
+  it('fails a request for good when its host resolves to a refused address', async () => {
+    const err = await send(new URL('http://localhost:9/token'), {
+      timeoutMs: 5000,
+      addressRefusal: (a) => (a === '127.0.0.1' || a === '::1' ? 'refused here' : undefined),
+    }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OciError);
+    expect((err as Error).message).toMatch(/^localhost resolves to (127\.0\.0\.1|::1): refused here$/);
   });
 });

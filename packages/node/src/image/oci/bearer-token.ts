@@ -38,7 +38,8 @@ export function tokenRealm(registry: string, base: URL, challenge: Challenge): U
  * Why the node may not ask `realm` for a registry's (at `registry`) token, or undefined when
  * it may: only http(s); never a link-local address (a cloud's metadata service); the registry's
  * own host by https or the registry's own scheme; any other host only by https and only when
- * it is not a loopback or private address. Names are judged as written, not resolved.
+ * it is not a loopback or private address. Names are judged here as written; what they resolve
+ * to, by realmAddressRefusal as the token request connects.
  */
 export function realmRefusal(registry: URL, realm: URL): string | undefined {
   if (realm.protocol !== 'https:' && realm.protocol !== 'http:') return 'only http(s) realms are followed';
@@ -51,6 +52,14 @@ export function realmRefusal(registry: URL, realm: URL): string | undefined {
   if (realm.protocol !== 'https:') return "a host other than the registry's is only asked over https";
   if (kind) return `a ${kind} address other than the registry's own is not asked`;
   return undefined;
+}
+
+/**
+ * Why a token server may not be reached at a resolved `address`: a name that leads to a
+ * link-local address (a cloud's metadata service) is refused as that address is.
+ */
+export function realmAddressRefusal(address: string): string | undefined {
+  return addressClass(address) === 'link-local' ? 'a link-local address is never asked' : undefined;
 }
 
 /**

@@ -5,6 +5,7 @@ import { BlobFile, resumeHeaders, resumeStep, type BlobProgress } from './blob-d
 import {
   badTokenResponse,
   parseTokenResponse,
+  realmAddressRefusal,
   realmRefusal,
   tokenRealm,
   tokenRequest,
@@ -216,6 +217,7 @@ export class RegistryClient {
         const r = await send(req.url, {
           ...req.init,
           redirectRefusal: (next) => realmRefusal(this.base, next),
+          addressRefusal: realmAddressRefusal,
           timeoutMs: this.timeoutMs,
           ...(signal ? { signal } : {}),
         });
