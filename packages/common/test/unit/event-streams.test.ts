@@ -1,7 +1,7 @@
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import { eventually, followStream, stalledStream, type FollowedStream } from '@agentenv/test-support';
 import { DomainError } from '../../src/errors.js';
 import { errorBody, errorHeaders } from '../../src/http.js';
 import { EventStreams, type StreamLimits } from '../../src/event-streams.js';
@@ -17,15 +17,14 @@ interface Seen {
 }
 
 let servers: http.Server[] = [];
-let sockets: net.Socket[] = [];
+const clients: { close(): void }[] = [];
 afterEach(async () => {
-  for (const s of sockets) s.destroy();
+  for (const c of clients.splice(0)) c.close();
   for (const s of servers) {
     s.closeAllConnections();
     await new Promise((r) => s.close(r));
   }
   servers = [];
-  sockets = [];
 });
 
 /**
@@ -62,24 +61,10 @@ async function eventServer(gate: EventStreams) {
   return { port: (server.address() as AddressInfo).port, seen };
 }
 
-/** A client that reads its stream as it comes; `received` grows while the stream flows. */
-function reader(port: number, who: string, key = 'k1') {
-  const state = { status: 0, received: 0, retryAfter: undefined as string | undefined, body: '' };
-  const req = http.get(
-    { port, host: '127.0.0.1', path: `/?who=${who}`, headers: { 'x-api-key': key } },
-    (res) => {
-      state.status = res.statusCode ?? 0;
-      state.retryAfter = res.headers['retry-after'];
-      res.on('data', (c: Buffer) => {
-        state.received += c.length;
-        if (state.status !== 200) state.body += c.toString();
-      });
-    },
-  );
-  req.on('error', () => undefined);
-  sockets.push(req.socket ?? new net.Socket());
-  req.on('socket', (s) => sockets.push(s));
-  return state;
+function reader(port: number, who: string, key = 'k1'): FollowedStream {
+  const s = followStream(port, `/?who=${who}`, key);
+  clients.push(s);
+  return s;
 }
 
 const limits = (o: Partial<StreamLimits>): StreamLimits => ({
@@ -116,7 +101,7 @@ describe('event streams', () => {
     const { port, seen } = await eventServer(gate);
     const first = reader(port, 'first');
     await eventually(() => expect(first.status).toBe(200));
-    for (const s of sockets) s.destroy();
+    for (const c of clients.splice(0)) c.close();
     await eventually(() => expect(seen.get('first')?.closed).toBe(true));
     expect(gate.size).toBe(0);
     const again = reader(port, 'again');
@@ -127,12 +112,8 @@ describe('event streams', () => {
     const gate = new EventStreams(limits({ maxBufferedBytes: 256 * KiB }));
     const { port, seen } = await eventServer(gate);
     const flowing = reader(port, 'flowing');
-    // A raw socket that asks for the stream and never reads a byte of it.
-    const stalled = net.connect(port, '127.0.0.1', () => {
-      stalled.write(`GET /?who=stalled HTTP/1.1\r\nhost: x\r\nx-api-key: k1\r\n\r\n`);
-      stalled.pause();
-    });
-    sockets.push(stalled);
+    const stalled = stalledStream(port, '/?who=stalled', 'k1');
+    clients.push({ close: () => stalled.destroy() });
     await eventually(() => expect(seen.get('stalled')?.closed).toBe(true), { timeoutMs: 20_000 });
     // What the server held for it never went past the bound by more than the event it refused.
     expect(seen.get('stalled')!.peakBuffered).toBeLessThanOrEqual(256 * KiB + CHUNK.length);

@@ -1,10 +1,16 @@
 import http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EventStreams } from '@agentenv/common';
 import { clusterDashboardHandler } from '@agentenv/dashboard';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import {
+  eventually,
+  followStream,
+  openConnections,
+  stalledStream,
+  type FollowedStream,
+} from '@agentenv/test-support';
 import type { GatewayContext } from '../../src/context.js';
 import { handleEventStream } from '../../src/handlers/cluster.js';
 import { sendError } from '../../src/http.js';
@@ -23,9 +29,9 @@ async function* flood(signal: AbortSignal): AsyncGenerator<object> {
 let server: http.Server | undefined;
 /** Connections the server took, closed ones included. */
 let accepted = 0;
-const open: (http.ClientRequest | net.Socket)[] = [];
+const clients: { close(): void }[] = [];
 afterEach(async () => {
-  for (const o of open.splice(0)) o.destroy();
+  for (const c of clients.splice(0)) c.close();
   server?.closeAllConnections();
   await new Promise((r) => server?.close(r));
   server = undefined;
@@ -52,24 +58,11 @@ async function gatewayStreams(): Promise<number> {
   return (server.address() as AddressInfo).port;
 }
 
-function follow(port: number, path: string, key: string) {
-  const s = { status: 0, received: 0, retryAfter: undefined as string | undefined, body: '', ended: false };
-  const req = http.get({ port, host: '127.0.0.1', path, headers: { 'x-api-key': key } }, (res) => {
-    s.status = res.statusCode ?? 0;
-    s.retryAfter = res.headers['retry-after'];
-    res.on('data', (c: Buffer) => {
-      s.received += c.length;
-      if (s.status !== 200) s.body += c.toString();
-    });
-    res.on('close', () => (s.ended = true));
-  });
-  req.on('error', () => undefined);
-  open.push(req);
+const follow = (port: number, path: string, key: string): FollowedStream => {
+  const s = followStream(port, path, key);
+  clients.push(s);
   return s;
-}
-
-const connections = () =>
-  new Promise<number>((resolve, reject) => server!.getConnections((e, n) => (e ? reject(e) : resolve(n))));
+};
 
 describe("the gateway's event streams", { timeout: 30_000 }, () => {
   for (const path of ['/events', '/dashboard/api/stream']) {
@@ -87,18 +80,14 @@ describe("the gateway's event streams", { timeout: 30_000 }, () => {
     it(`${path}: drops a client that stops reading, while another keeps receiving`, async () => {
       const port = await gatewayStreams();
       const flowing = follow(port, path, 'k1');
-      const stalled = net.connect(port, '127.0.0.1', () => {
-        stalled.write(`GET ${path} HTTP/1.1\r\nhost: x\r\nx-api-key: k2\r\n\r\n`);
-        stalled.pause();
-      });
-      stalled.on('error', () => undefined);
-      open.push(stalled);
+      const stalled = stalledStream(port, path, 'k2');
+      clients.push({ close: () => stalled.destroy() });
       // Both were taken, and the server closed its end of the stalled one (which cannot see it).
       await eventually(
         async () => {
           expect(flowing.status).toBe(200);
           expect(accepted).toBe(2);
-          expect(await connections()).toBe(1);
+          expect(await openConnections(server!)).toBe(1);
         },
         { timeoutMs: 20_000 },
       );

@@ -1,11 +1,15 @@
 import type { AddressInfo } from 'node:net';
-import net from 'node:net';
-import http from 'node:http';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import {
+  eventually,
+  followStream,
+  openConnections,
+  stalledStream,
+  type FollowedStream,
+} from '@agentenv/test-support';
 import { errorHandler } from '../../src/api/errors.js';
 import { dashboardRoutes, type DashboardRoutesOptions } from '../../src/api/routes/dashboard.js';
 
@@ -47,40 +51,20 @@ async function dashboard(): Promise<{ app: FastifyInstance; port: number; fire: 
 }
 
 let d: Awaited<ReturnType<typeof dashboard>>;
-const open: (http.ClientRequest | net.Socket)[] = [];
+const clients: { close(): void }[] = [];
 beforeEach(async () => {
   d = await dashboard();
 });
 afterEach(async () => {
-  for (const o of open.splice(0)) o.destroy();
+  for (const c of clients.splice(0)) c.close();
   await d.app.close();
 });
 
-/** The connections the node's server holds open. */
-const connections = () =>
-  new Promise<number>((resolve, reject) =>
-    d.app.server.getConnections((e, n) => (e ? reject(e) : resolve(n))),
-  );
-
-/** A stream read as it arrives. */
-function follow(key: string) {
-  const s = { status: 0, received: 0, retryAfter: undefined as string | undefined, body: '', ended: false };
-  const req = http.get(
-    { port: d.port, host: '127.0.0.1', path: STREAM, headers: { 'x-api-key': key } },
-    (res) => {
-      s.status = res.statusCode ?? 0;
-      s.retryAfter = res.headers['retry-after'];
-      res.on('data', (c: Buffer) => {
-        s.received += c.length;
-        if (s.status !== 200) s.body += c.toString();
-      });
-      res.on('close', () => (s.ended = true));
-    },
-  );
-  req.on('error', () => undefined);
-  open.push(req);
+const follow = (key: string): FollowedStream => {
+  const s = followStream(d.port, STREAM, key);
+  clients.push(s);
   return s;
-}
+};
 
 describe("the node's dashboard stream", { timeout: 30_000 }, () => {
   it('refuses a stream over the cap per API key with 429 and Retry-After', async () => {
@@ -99,12 +83,8 @@ describe("the node's dashboard stream", { timeout: 30_000 }, () => {
     await eventually(() => expect(flowing.status).toBe(200));
     let accepted = 0;
     d.app.server.on('connection', () => accepted++);
-    const stalled = net.connect(d.port, '127.0.0.1', () => {
-      stalled.write(`GET ${STREAM} HTTP/1.1\r\nhost: x\r\nx-api-key: k2\r\n\r\n`);
-      stalled.pause();
-    });
-    stalled.on('error', () => undefined);
-    open.push(stalled);
+    const stalled = stalledStream(d.port, STREAM, 'k2');
+    clients.push({ close: () => stalled.destroy() });
     // Events come faster than the stalled client takes them: the node drops it, not buffers.
     const firing = setInterval(() => {
       for (let i = 0; i < 8; i++) d.fire();
@@ -114,7 +94,7 @@ describe("the node's dashboard stream", { timeout: 30_000 }, () => {
       await eventually(
         async () => {
           expect(accepted).toBe(1);
-          expect(await connections()).toBe(1);
+          expect(await openConnections(d.app.server)).toBe(1);
         },
         { timeoutMs: 20_000 },
       );
