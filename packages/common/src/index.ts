@@ -12,6 +12,12 @@ export {
 } from './errors.js';
 export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
+export {
+  DEFAULT_STREAM_LIMITS,
+  EventStreams,
+  type StreamLimits,
+  type StreamResponse,
+} from './event-streams.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
 export {

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { DEFAULT_STREAM_LIMITS, type StreamLimits } from '@agentenv/common';
 
 type Env = Record<string, string | undefined>;
 
@@ -21,6 +22,8 @@ export interface GatewayConfig {
   controlTimeoutMs: number;
   startTimeoutMs: number;
   schedulerTimeoutMs: number;
+  /** Event streams (GET /events, the dashboard's) open at once, in all and per API key. */
+  streams: StreamLimits;
   logLevel: string;
 }
 
@@ -82,6 +85,12 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     controlTimeoutMs: int(env, 'GATEWAY_NODE_TIMEOUT_MS', 60_000, 1),
     startTimeoutMs: int(env, 'GATEWAY_START_TIMEOUT_MS', 300_000, 1),
     schedulerTimeoutMs: int(env, 'GATEWAY_SCHEDULER_TIMEOUT_MS', 10_000, 1),
+    streams: {
+      maxOpen: int(env, 'GATEWAY_MAX_STREAMS', DEFAULT_STREAM_LIMITS.maxOpen, 1),
+      maxPerKey: int(env, 'GATEWAY_MAX_STREAMS_PER_KEY', DEFAULT_STREAM_LIMITS.maxPerKey, 1),
+      maxBufferedBytes:
+        int(env, 'GATEWAY_STREAM_BUFFER_KB', DEFAULT_STREAM_LIMITS.maxBufferedBytes / 1024, 1) * 1024,
+    },
     logLevel: env.AENV_LOG_LEVEL ?? 'info',
   };
 }

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { AdmissionQueue } from './admission/queue.js';
 import type { IdempotencyStore } from './admission/idempotency.js';
-import { DomainError } from '@agentenv/common';
+import { DomainError, type EventStreams } from '@agentenv/common';
 import type { GatewayMetrics } from './metrics.js';
 import {
   PlacementRefused,
@@ -28,6 +28,8 @@ export interface GatewayContext {
   controlTimeoutMs: number;
   /** Creates, forks and resumes, which restore sandboxes, may take longer. */
   startTimeoutMs: number;
+  /** The event streams open (GET /events, the dashboard's), bounded in number and in what they hold. */
+  streams: EventStreams;
 }
 
 /** A scheduler call, its failures turned into the gateway's answers (503, 429). */

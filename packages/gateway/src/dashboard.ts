@@ -24,6 +24,7 @@ export function gatewayDashboard(
       })),
     events: (signal, sandboxID) => ctx.scheduler.watchEvents(signal, sandboxID),
     authorize: (req) => checkApiKey(req.headers, req.rawHeaders, apiKey),
+    streams: ctx.streams,
     sendError,
     log: (message, err) => ctx.logger.warn({ err }, message),
   });

@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
+import { EventStreams } from '@agentenv/common';
 import { IdempotencyStore } from './admission/idempotency.js';
 import { AdmissionQueue } from './admission/queue.js';
 import type { GatewayConfig } from './config.js';
@@ -54,6 +55,7 @@ export async function startGateway(
     tls: !!config.tls,
     controlTimeoutMs: config.controlTimeoutMs,
     startTimeoutMs: config.startTimeoutMs,
+    streams: new EventStreams(config.streams),
   };
   const server = createGatewayServer(ctx, {
     apiKey: config.apiKey,

@@ -1,2 +1,3 @@
 export { eventually, type EventuallyOptions } from './eventually.js';
 export { pidAlive } from './processes.js';
+export { followStream, openConnections, stalledStream, type FollowedStream } from './event-streams.js';

@@ -3,11 +3,21 @@ import { toSandboxEvent } from '../shared/events.js';
 import { EventStreamParser, formatEvent } from '../shared/sse.js';
 import { askable, forwardedHeaders, type ClusterNode } from './fanout.js';
 
+/**
+ * The server's open event streams (the gateway's EventStreams): `admit` counts one or throws
+ * (at its limits), `write` sends to one unless its client stopped reading, then closes it.
+ */
+export interface StreamGate {
+  admit(key: string | undefined, res: ServerResponse): void;
+  write(res: ServerResponse, chunk: string): boolean;
+}
+
 export interface ClusterStreamSources {
   nodes: () => Promise<ClusterNode[]>;
   events: (signal: AbortSignal, sandboxID?: string) => AsyncIterable<object>;
   fetch: typeof fetch;
   log: (message: string, err?: unknown) => void;
+  streams: StreamGate;
 }
 
 /** Node status goes out, and membership is looked at, this often (as a node's own stream). */
@@ -65,7 +75,7 @@ function relayNode(
       const decoder = new TextDecoder();
       for await (const chunk of r.body as unknown as AsyncIterable<Uint8Array>)
         for (const e of parser.push(decoder.decode(chunk, { stream: true })))
-          if (RELAYED.has(e.event)) res.write(`event: ${e.event}\ndata: ${e.data}\n\n`);
+          if (RELAYED.has(e.event)) s.streams.write(res, `event: ${e.event}\ndata: ${e.data}\n\n`);
     },
   );
 }
@@ -75,7 +85,9 @@ function relayNode(
  * stream sends, each from where the cluster knows it best. Lifecycle events (`sandbox`) are the
  * cluster scheduler's, node status (`node`) is its view of every node, every 2 s; finished
  * operations (`stage`) and a sandbox's metrics (`sandbox-metrics`) are relayed from each node's
- * own stream. Every source reconnects on its own with backoff until the client goes away.
+ * own stream. Every source reconnects on its own with backoff until the client goes away. The
+ * stream is admitted by `s.streams` (or refused at its limits) and closed by it when the client
+ * stops reading.
  */
 export async function clusterStream(
   s: ClusterStreamSources,
@@ -87,7 +99,7 @@ export async function clusterStream(
   const signal = abort.signal;
   const relays = new Map<string, AbortController>();
   const only = url.searchParams.get('sandboxID') ?? undefined;
-  const send = (event: string, data: unknown) => res.write(formatEvent(event, data));
+  const send = (event: string, data: unknown) => s.streams.write(res, formatEvent(event, data));
 
   const lifecycle = () =>
     reconnecting(
@@ -126,6 +138,8 @@ export async function clusterStream(
       return undefined;
     });
 
+  const key = req.headers['x-api-key'];
+  s.streams.admit(typeof key === 'string' ? key : undefined, res);
   res.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-store',
@@ -138,7 +152,7 @@ export async function clusterStream(
   await tick(nodes);
   const timers = [
     setInterval(() => void tick(), TICK_MS),
-    setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS),
+    setInterval(() => s.streams.write(res, ': keepalive\n\n'), KEEPALIVE_MS),
   ];
   signal.addEventListener('abort', () => timers.forEach(clearInterval));
 }

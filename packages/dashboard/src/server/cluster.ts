@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Catalog, SandboxPage, Summary } from '../shared/types.js';
 import { DASHBOARD_API_PATH, DashboardAssets } from './assets.js';
-import { clusterStream } from './cluster-stream.js';
+import { clusterStream, type StreamGate } from './cluster-stream.js';
 import { askable, askAll, forwardedHeaders, type ClusterNode } from './fanout.js';
 import { dashboardPageHandler } from './http.js';
 import { mergeCatalogs, mergePages, mergeSummaries } from './merge.js';
@@ -15,7 +15,9 @@ export interface ClusterDashboardOptions {
   events: (signal: AbortSignal, sandboxID?: string) => AsyncIterable<object>;
   /** Throws when the request may not read the API (the gateway's own X-API-Key check). */
   authorize: (req: IncomingMessage) => void;
-  /** Answers an error thrown by `authorize`, `nodes` or `events` as the gateway answers it. */
+  /** The server's open event streams: the stream's admission and its bounded writes. */
+  streams: StreamGate;
+  /** Answers an error thrown by `authorize`, `nodes`, `events` or `streams` as the gateway answers it. */
   sendError: (res: ServerResponse, err: unknown) => void;
   fetch?: typeof fetch;
   log?: (message: string, err?: unknown) => void;
@@ -100,7 +102,12 @@ export function clusterDashboardHandler(o: ClusterDashboardOptions) {
       return sendJson(res, 200, mergeCatalogs(await fromAll<Catalog>(req, url.pathname)));
     if (route === '/sandboxes') return sendJson(res, 200, await sandboxPage(req, url));
     if (route === '/stream')
-      return clusterStream({ nodes: o.nodes, events: o.events, fetch: fetchImpl, log }, req, res, url);
+      return clusterStream(
+        { nodes: o.nodes, events: o.events, fetch: fetchImpl, log, streams: o.streams },
+        req,
+        res,
+        url,
+      );
     throw new HttpError(404, `no route for GET ${url.pathname}`);
   };
 

@@ -3,6 +3,7 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
+import { DEFAULT_UNPACK_LIMITS } from '../image/index.js';
 import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
 
@@ -12,6 +13,8 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 type Json = Record<string, unknown>;
+
+const MiB = 2 ** 20;
 
 const snakeToCamel = (s: string) => s.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
@@ -56,6 +59,12 @@ export function defaults(env: Env): NodeConfig {
     sandboxProxy: { domains: [] },
     snapshot: { repositoryBackend: 'posix_fs', localCachePath: '', cacheCapacityGb: 20 },
     backend: { posixFs: { snapshotStore: '' } },
+    image: {
+      maxLayerMb: DEFAULT_UNPACK_LIMITS.layerBytes / MiB,
+      maxLayerEntries: DEFAULT_UNPACK_LIMITS.layerEntries,
+      maxImageMb: DEFAULT_UNPACK_LIMITS.imageBytes / MiB,
+      maxImageEntries: DEFAULT_UNPACK_LIMITS.imageEntries,
+    },
     volumes: { path: '', quotaMb: 10_240 },
     network: {
       alwaysDeniedCidrs: [...DEFAULT_ALWAYS_DENIED],

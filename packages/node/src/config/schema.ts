@@ -55,6 +55,13 @@ export const NodeConfigSchema = Type.Object({
       }),
     ),
   }),
+  /** What one image pull may unpack: a small blob can inflate to any size (see image/oci/limits.ts). */
+  image: Type.Object({
+    maxLayerMb: Type.Integer({ minimum: 1 }),
+    maxLayerEntries: Type.Integer({ minimum: 1 }),
+    maxImageMb: Type.Integer({ minimum: 1 }),
+    maxImageEntries: Type.Integer({ minimum: 1 }),
+  }),
   /** Volumes: one directory each under `path` (a shared posix_fs path in a cluster). */
   volumes: Type.Object({ path: Type.String(), quotaMb: Type.Integer({ minimum: 1 }) }),
   network: Type.Object({

@@ -2,7 +2,7 @@ import type { DescService } from '@bufbuild/protobuf';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
 import { Process } from '@agentenv/protocol';
-import { FreshConnectionAgent, requestOnce } from '../util/index.js';
+import { FreshConnectionAgent, requestOnce, type SizedBody } from '../util/index.js';
 
 export interface EnvdInit {
   envVars: Record<string, string>;
@@ -82,7 +82,7 @@ export class EnvdClient {
   private call(
     method: string,
     path: string,
-    opts: { headers?: Record<string, string>; body?: Buffer; timeoutMs?: number } = {},
+    opts: { headers?: Record<string, string>; body?: Buffer | SizedBody; timeoutMs?: number } = {},
   ): Promise<{ status: number; body: Buffer }> {
     return requestOnce({
       host: this.host,
@@ -147,8 +147,8 @@ export class EnvdClient {
     return exitCode;
   }
 
-  /** Writes a file (parents created, owned by `user`). */
-  async writeFile(path: string, data: Buffer, user: string, token?: string): Promise<void> {
+  /** Writes a file (parents created, owned by `user`); a SizedBody is sent as it is read. */
+  async writeFile(path: string, data: Buffer | SizedBody, user: string, token?: string): Promise<void> {
     const r = await this.call('POST', `/files?${fileQuery(path, user)}`, {
       headers: { 'content-type': 'application/octet-stream', ...tokenHeader(token) },
       body: data,

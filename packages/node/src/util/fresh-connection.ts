@@ -1,6 +1,7 @@
 import { Agent, request, type OutgoingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 
 /**
  * An HTTP agent whose every request has a connection of its own, reset by this side once the
@@ -37,8 +38,14 @@ export interface FreshRequest {
   readonly method: string;
   readonly path: string;
   readonly headers?: OutgoingHttpHeaders;
-  readonly body?: Buffer;
+  readonly body?: Buffer | SizedBody;
   readonly timeoutMs: number;
+}
+
+/** A request body sent as it is read (never held whole), of a length known beforehand. */
+export interface SizedBody {
+  readonly length: number;
+  readonly stream: AsyncIterable<Buffer>;
 }
 
 /** One request on a fresh connection (see FreshConnectionAgent): the status and the whole body. */
@@ -62,6 +69,7 @@ export function requestOnce(r: FreshRequest): Promise<{ status: number; body: Bu
       },
     );
     req.on('error', (e) => reject(new Error(`${r.method} ${r.path} at ${r.host}:${r.port}: ${e.message}`)));
-    req.end(body);
+    if (Buffer.isBuffer(body)) req.end(body);
+    else pipeline(Readable.from(body.stream), req).catch((e: Error) => req.destroy(e));
   });
 }

@@ -10,5 +10,5 @@ export {
 } from './subprocess.js';
 export { ProcessSpawner } from './spawner/client.js';
 export { silentLog, type Log } from './log.js';
-export { FreshConnectionAgent, requestOnce, type FreshRequest } from './fresh-connection.js';
+export { FreshConnectionAgent, requestOnce, type FreshRequest, type SizedBody } from './fresh-connection.js';
 export { systemClock, isoTime, type Clock, type Timer } from './clock.js';

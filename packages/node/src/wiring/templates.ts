@@ -38,7 +38,14 @@ export async function openTemplates(
   const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
   const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
 
-  const images = new ImageBoot({ images: new ImageStore({ home }), toolsDir });
+  const limits = config.image;
+  const unpackLimits = {
+    layerBytes: limits.maxLayerMb * 2 ** 20,
+    layerEntries: limits.maxLayerEntries,
+    imageBytes: limits.maxImageMb * 2 ** 20,
+    imageEntries: limits.maxImageEntries,
+  };
+  const images = new ImageBoot({ images: new ImageStore({ home, unpackLimits }), toolsDir });
   const envdVer = await envdVersion(toolsDir);
   const envd: EnvdConnector = (host, port) => new EnvdClient(host, port);
   const buildFiles = new BuildFiles(path.join(home, 'build-files'));

@@ -71,6 +71,7 @@ const OCI: Record<OciErrorCode, number> = {
   unsupported: 400,
   platform_mismatch: 400,
   unsafe_layer: 400,
+  over_limit: 400,
   registry_unavailable: 502,
   registry_error: 502,
   digest_mismatch: 502,

@@ -17,7 +17,7 @@ import { Type } from 'typebox';
 import type { SandboxEventLog } from '../../cluster/index.js';
 import type { Orchestrator, SandboxRecord } from '../../orchestrator/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
-import { parseMetadataQuery } from '@agentenv/common';
+import { EventStreams, parseMetadataQuery, type StreamLimits } from '@agentenv/common';
 import type { UsageSample } from '../../metrics/index.js';
 import { SandboxParams } from '../schemas.js';
 import type { SandboxRoutesOptions } from './sandboxes.js';
@@ -34,6 +34,8 @@ export interface DashboardRoutesOptions {
   snapshots: { store: SnapshotStore; cache: RuntimeCache };
   /** What sandboxes use, as the node samples it for the metrics endpoints. */
   usage: Usage;
+  /** How many streams may be open and what each may hold unsent (default DEFAULT_STREAM_LIMITS). */
+  streamLimits?: StreamLimits;
 }
 
 /** Node status and a watched sandbox's metrics go out on the stream this often. */
@@ -64,6 +66,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
   const nodeID = opts.nodeStatus().nodeID;
   const assets = DashboardAssets.load();
   const streams = new Set<FastifyReply>();
+  const gate = new EventStreams(opts.streamLimits);
   // Open streams would hold the server's close; they end first, and the app reconnects elsewhere.
   app.addHook('preClose', async () => {
     for (const r of streams) r.raw.end();
@@ -137,6 +140,8 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
     },
     async (req, reply) => {
       const only = req.query.sandboxID;
+      const key = req.headers['x-api-key'];
+      gate.admit(typeof key === 'string' ? key : undefined, reply.raw);
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {
@@ -144,7 +149,8 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
         'cache-control': 'no-store',
         'x-accel-buffering': 'no',
       });
-      const send = (event: string, data: unknown) => res.write(formatEvent(event, data));
+      // A client that stops reading is dropped rather than buffered for (gate.write).
+      const send = (event: string, data: unknown) => gate.write(res, formatEvent(event, data));
       send('hello', { nodeIDs: [nodeID], now: Date.now() });
       streams.add(reply);
       const offs = [
@@ -174,7 +180,7 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
       void tick();
       const timers = [
         setInterval(() => void tick(), TICK_MS),
-        setInterval(() => res.write(': keepalive\n\n'), KEEPALIVE_MS),
+        setInterval(() => gate.write(res, ': keepalive\n\n'), KEEPALIVE_MS),
       ];
       res.once('close', () => {
         for (const off of offs) off();

@@ -1,3 +1,4 @@
+import { addressClass } from './address-class.js';
 import { basicAuthHeader, type Challenge, type Credentials } from './auth.js';
 import { OciError } from './errors.js';
 import type { HttpRequest } from './http.js';
@@ -14,8 +15,11 @@ export interface CachedToken {
   readonly expiresAt: number;
 }
 
-/** The token server named by a bearer challenge's realm; only http(s) URLs are followed. */
-export function tokenRealm(registry: string, challenge: Challenge): URL {
+/**
+ * The token server named by a bearer challenge's realm, when the node may ask it: see
+ * `realmRefusal`. A registry is only trusted with where its own tokens come from this far.
+ */
+export function tokenRealm(registry: string, base: URL, challenge: Challenge): URL {
   const realm = challenge.params.realm;
   if (!realm) throw new OciError('unauthorized', `registry ${registry}: bearer challenge without realm`);
   let url: URL;
@@ -24,10 +28,38 @@ export function tokenRealm(registry: string, challenge: Challenge): URL {
   } catch {
     throw new OciError('unauthorized', `registry ${registry}: bad token realm ${realm}`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
-    throw new OciError('unauthorized', `registry ${registry}: bad token realm ${realm}`);
-  }
+  const refused = realmRefusal(base, url);
+  if (refused)
+    throw new OciError('unauthorized', `registry ${registry}: bad token realm ${realm}: ${refused}`);
   return url;
+}
+
+/**
+ * Why the node may not ask `realm` for a registry's (at `registry`) token, or undefined when
+ * it may: only http(s); never a link-local address (a cloud's metadata service); the registry's
+ * own host by https or the registry's own scheme; any other host only by https and only when
+ * it is not a loopback or private address. Names are judged here as written; what they resolve
+ * to, by realmAddressRefusal as the token request connects.
+ */
+export function realmRefusal(registry: URL, realm: URL): string | undefined {
+  if (realm.protocol !== 'https:' && realm.protocol !== 'http:') return 'only http(s) realms are followed';
+  const kind = addressClass(realm.hostname);
+  if (kind === 'link-local') return 'a link-local address is never asked';
+  if (realm.hostname === registry.hostname) {
+    const scheme = realm.protocol === 'https:' || realm.protocol === registry.protocol;
+    return scheme ? undefined : `the registry is reached by ${registry.protocol}, not by ${realm.protocol}`;
+  }
+  if (realm.protocol !== 'https:') return "a host other than the registry's is only asked over https";
+  if (kind) return `a ${kind} address other than the registry's own is not asked`;
+  return undefined;
+}
+
+/**
+ * Why a token server may not be reached at a resolved `address`: a name that leads to a
+ * link-local address (a cloud's metadata service) is refused as that address is.
+ */
+export function realmAddressRefusal(address: string): string | undefined {
+  return addressClass(address) === 'link-local' ? 'a link-local address is never asked' : undefined;
 }
 
 /**

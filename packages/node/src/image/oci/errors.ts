@@ -11,6 +11,8 @@ export type OciErrorCode =
   | 'unsupported'
   | 'platform_mismatch'
   | 'unsafe_layer'
+  /** The image unpacks to more bytes or entries than the node allows. */
+  | 'over_limit'
   | 'disk_full'
   | 'cache_full';
 
@@ -22,6 +24,7 @@ export const OCI_ERROR_KIND: Readonly<Record<OciErrorCode, DomainErrorKind>> = {
   unsupported: 'invalid',
   platform_mismatch: 'invalid',
   unsafe_layer: 'invalid',
+  over_limit: 'invalid',
   registry_unavailable: 'bad_gateway',
   registry_error: 'bad_gateway',
   digest_mismatch: 'bad_gateway',

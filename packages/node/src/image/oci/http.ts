@@ -1,5 +1,8 @@
 import http, { type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import dns, { type LookupAddress, type LookupAllOptions } from 'node:dns';
 import https from 'node:https';
+import type { LookupFunction } from 'node:net';
+import { OciError } from './errors.js';
 
 const httpAgent = new http.Agent({ keepAlive: true, maxSockets: 16 });
 const httpsAgent = new https.Agent({ keepAlive: true, maxSockets: 16 });
@@ -12,6 +15,10 @@ export interface HttpRequest {
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
   readonly maxRedirects?: number;
+  /** Why the host may not be reached at a resolved `address` (the request then fails for good). */
+  readonly addressRefusal?: (address: string) => string | undefined;
+  /** Why a redirect to `next` may not be followed (the request then fails for good), if it may not. */
+  readonly redirectRefusal?: (next: URL) => string | undefined;
 }
 
 export interface HttpResponse {
@@ -36,6 +43,36 @@ export class NetworkError extends Error {
 
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
+type Resolve = (
+  host: string,
+  options: LookupAllOptions,
+  callback: (err: NodeJS.ErrnoException | null, addresses: LookupAddress[]) => void,
+) => void;
+
+/**
+ * A `lookup` for a connection that fails (with an OciError, not retried) when the name resolves
+ * to an address `refusal` names a reason against: names are judged by where they lead.
+ */
+export function guardedLookup(
+  refusal: (address: string) => string | undefined,
+  resolve: Resolve = dns.lookup,
+): LookupFunction {
+  return (host, options, callback) => {
+    resolve(host, { ...options, all: true }, (err, addresses) => {
+      const done = callback as (e: Error | null, a: string | LookupAddress[], family?: number) => void;
+      if (err) return done(err, '');
+      for (const a of addresses) {
+        const why = refusal(a.address);
+        if (why) return done(new OciError('unauthorized', `${host} resolves to ${a.address}: ${why}`), '');
+      }
+      if (options.all) return done(null, addresses);
+      const first = addresses[0];
+      if (!first) return done(Object.assign(new Error(`${host} has no address`), { code: 'ENOTFOUND' }), '');
+      done(null, first.address, first.family);
+    });
+  };
+}
+
 function once(url: URL, req: HttpRequest): Promise<HttpResponse> {
   return new Promise((resolve, reject) => {
     const mod = url.protocol === 'https:' ? https : http;
@@ -46,6 +83,7 @@ function once(url: URL, req: HttpRequest): Promise<HttpResponse> {
         headers: { 'user-agent': 'agentenv/0.1', ...req.headers },
         agent: url.protocol === 'https:' ? httpsAgent : httpAgent,
         ...(req.signal ? { signal: req.signal } : {}),
+        ...(req.addressRefusal ? { lookup: guardedLookup(req.addressRefusal) } : {}),
       },
       (res) => {
         res.setTimeout(req.timeoutMs, () =>
@@ -59,7 +97,7 @@ function once(url: URL, req: HttpRequest): Promise<HttpResponse> {
     );
     r.on('error', (e: NodeJS.ErrnoException) => {
       if (e.name === 'AbortError') reject(e);
-      else if (e instanceof NetworkError) reject(e);
+      else if (e instanceof NetworkError || e instanceof OciError) reject(e);
       else reject(new NetworkError(`${url.host}: ${e.message}`, e.code, { cause: e }));
     });
     r.end(req.body);
@@ -83,6 +121,8 @@ export async function send(url: URL, req: HttpRequest): Promise<HttpResponse> {
     if (next.protocol !== 'http:' && next.protocol !== 'https:') {
       throw new NetworkError(`redirect to unsupported URL scheme ${next.protocol}`, 'EREDIRECT');
     }
+    const refused = req.redirectRefusal?.(next);
+    if (refused) throw new OciError('unauthorized', `${url.host} redirected to ${next.href}: ${refused}`);
     const headers = { ...curReq.headers };
     if (next.host !== url.host || (url.protocol === 'https:' && next.protocol === 'http:')) {
       delete headers.authorization;

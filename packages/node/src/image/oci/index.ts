@@ -14,4 +14,5 @@ export { hostPlatform, parsePlatform, formatPlatform, type Platform } from './pl
 export { envRecord, type ImageConfig } from './manifest.js';
 export type { Credentials } from './auth.js';
 export { readTar, type TarMember } from './tar.js';
+export { archiveBudget, DEFAULT_UNPACK_LIMITS, type TarBudget, type UnpackLimits } from './limits.js';
 export { safeComponents } from './unpack.js';

@@ -3,6 +3,7 @@ import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LayerStore } from '../layer-store.js';
 import type { LayerCache } from './cache.js';
+import type { ImageBudget } from './limits.js';
 import type { Descriptor } from './manifest.js';
 import type { ImageReference } from './reference.js';
 import type { RegistryClient } from './registry.js';
@@ -41,6 +42,8 @@ export interface LayerJob extends Pull {
   readonly diffId: string;
   readonly id: string;
   readonly signal: AbortSignal;
+  /** What the pull's image may still unpack. */
+  readonly image: ImageBudget;
   report(phase: LayerPhase, done: number, total: number): void;
 }
 
@@ -140,6 +143,7 @@ export class LayerFetcher {
           expectedDiffId: job.diffId,
           what,
           onBytes: (n) => report('unpack', n, desc.size),
+          budget: job.image.layer(what),
         });
       });
       await this.opts.cache.add(

@@ -16,6 +16,7 @@ import {
 import { formatPlatform, hostPlatform, parsePlatform, platformMatches, type Platform } from './platform.js';
 import { formatReference, parseReference, type ImageReference } from './reference.js';
 import { RegistryClient, type RetryOptions } from './registry.js';
+import { DEFAULT_UNPACK_LIMITS, ImageBudget, type UnpackLimits } from './limits.js';
 import { blobPathIn, LayerFetcher, type LayerPhase, type LayerSource, type Pull } from './layer-fetch.js';
 
 export interface ImageStoreOptions {
@@ -32,6 +33,8 @@ export interface ImageStoreOptions {
   readonly timeoutMs?: number;
   /** Layers downloaded at once (default 3). */
   readonly concurrency?: number;
+  /** What an image may unpack to (default DEFAULT_UNPACK_LIMITS). */
+  readonly unpackLimits?: UnpackLimits;
   /** Keep compressed blobs after unpacking (default false: only the unpacked layer is kept). */
   readonly keepBlobs?: boolean;
   readonly log?: Log;
@@ -305,6 +308,7 @@ export class ImageStore {
     const controller = new AbortController();
     const onAbort = () => controller.abort(pull.signal?.reason);
     pull.signal?.addEventListener('abort', onAbort, { once: true });
+    const image = new ImageBudget(this.opts.unpackLimits ?? DEFAULT_UNPACK_LIMITS, `image ${pull.name}`);
     let downloaded = 0;
     try {
       await forEachLimit(
@@ -319,6 +323,7 @@ export class ImageStore {
             diffId: diffIds[index]!,
             id: ids[index]!,
             signal: controller.signal,
+            image,
             report,
           };
           // Read `downloaded` only after the await: the layers run concurrently.
@@ -333,6 +338,8 @@ export class ImageStore {
             ((await this.layers.meta(id).catch(() => null))?.source as LayerSource | undefined) ?? null,
         ),
       );
+      // Layers unpacked by earlier pulls count too, as they recorded themselves.
+      image.checkTotals(sources.flatMap((s) => (s?.unpacked ? [s.unpacked] : [])));
       await this.cache.touch(ids);
       await this.cache.makeRoom(0, { strict: true });
       return { downloaded, sources };

@@ -5,6 +5,8 @@ import { BlobFile, resumeHeaders, resumeStep, type BlobProgress } from './blob-d
 import {
   badTokenResponse,
   parseTokenResponse,
+  realmAddressRefusal,
+  realmRefusal,
   tokenRealm,
   tokenRequest,
   type CachedToken,
@@ -207,13 +209,15 @@ export class RegistryClient {
 
   /** The bearer-token flow of the distribution spec (GET realm with basic auth, or OAuth2 refresh token). */
   private async fetchToken(challenge: Challenge, scope: string, signal?: AbortSignal): Promise<void> {
-    const realm = tokenRealm(this.registry, challenge);
+    const realm = tokenRealm(this.registry, this.base, challenge);
     const req = tokenRequest(realm, challenge, scope, this.opts.credentials);
     const res = await this.retrying(
       'token request',
       async () => {
         const r = await send(req.url, {
           ...req.init,
+          redirectRefusal: (next) => realmRefusal(this.base, next),
+          addressRefusal: realmAddressRefusal,
           timeoutMs: this.timeoutMs,
           ...(signal ? { signal } : {}),
         });

@@ -1,4 +1,5 @@
 import { OciError } from './errors.js';
+import type { TarBudget } from './limits.js';
 import {
   BLOCK,
   blockKind,
@@ -24,11 +25,21 @@ const META_LIMIT = 1 << 20;
 class ByteReader {
   private buf: Buffer = Buffer.alloc(0);
   private done = false;
-  constructor(private readonly it: AsyncIterator<Buffer>) {}
+  constructor(
+    private readonly it: AsyncIterator<Buffer>,
+    private readonly budget: TarBudget | undefined,
+  ) {}
+
+  /** The source's next chunk, charged to the budget (everything read is: padding, trailers). */
+  private async next(): Promise<IteratorResult<Buffer>> {
+    const r = await this.it.next();
+    if (!r.done) this.budget?.bytes(r.value.length);
+    return r;
+  }
 
   private async fill(n: number): Promise<boolean> {
     while (this.buf.length < n && !this.done) {
-      const r = await this.it.next();
+      const r = await this.next();
       if (r.done) this.done = true;
       else this.buf = this.buf.length ? Buffer.concat([this.buf, r.value]) : r.value;
     }
@@ -52,7 +63,7 @@ class ByteReader {
     while (left > 0) {
       if (this.buf.length === 0) {
         if (this.done) throw new OciError('unsafe_layer', 'layer archive is truncated');
-        const r = await this.it.next();
+        const r = await this.next();
         if (r.done) {
           this.done = true;
           continue;
@@ -77,7 +88,7 @@ class ByteReader {
   async drain(): Promise<void> {
     this.buf = Buffer.alloc(0);
     while (!this.done) {
-      const r = await this.it.next();
+      const r = await this.next();
       if (r.done) this.done = true;
     }
   }
@@ -167,10 +178,11 @@ async function* entry(r: ByteReader, header: TarHeader, dataSize: number): Async
 /**
  * Reads a tar stream (POSIX ustar/PAX and GNU formats) member by member. Unsupported members
  * (GNU sparse files, multi-volume) are errors rather than silently wrong files. After the end
- * marker the rest of the stream is consumed, so a hash of the input covers every byte.
+ * marker the rest of the stream is consumed, so a hash of the input covers every byte. Every
+ * byte read and every entry are charged to `budget`, which stops the read when it throws.
  */
-export async function* readTar(source: AsyncIterable<Buffer>): AsyncGenerator<TarMember> {
-  const r = new ByteReader(source[Symbol.asyncIterator]());
+export async function* readTar(source: AsyncIterable<Buffer>, budget?: TarBudget): AsyncGenerator<TarMember> {
+  const r = new ByteReader(source[Symbol.asyncIterator](), budget);
   const ext = new Extensions();
   for (;;) {
     const h = await r.read(BLOCK);
@@ -184,6 +196,7 @@ export async function* readTar(source: AsyncIterable<Buffer>): AsyncGenerator<Ta
     const kind = blockKind(h);
     if (await ext.consume(r, kind.flag, kind.size)) continue;
     const { header, dataSize } = memberHeader(h, kind, ext.take());
+    budget?.entry();
     yield* entry(r, header, dataSize);
   }
 }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { OciError } from './errors.js';
+import type { TarBudget } from './limits.js';
 import { readTar } from './tar.js';
 import { LayerPlanner, type Step } from './unpack-plan.js';
 import { applySpecials } from './unpack-specials.js';
@@ -18,6 +19,8 @@ export interface UnpackResult {
   /** Disk use of the unpacked files (file sizes rounded up to 4 KiB blocks, plus directories). */
   readonly bytes: number;
   readonly entries: number;
+  /** Size of the uncompressed archive. */
+  readonly archiveBytes: number;
   readonly whiteouts: number;
   readonly opaqueDirs: number;
   /** The layer hides everything below it (an opaque marker at its root). */
@@ -163,19 +166,33 @@ function layerFailure(e: unknown, what: string): unknown {
  * entry may be created beneath a symlink of the layer (the only way a later write could leave
  * `target`); hard links must point to a non-directory already extracted in the same layer;
  * existing paths are unlinked, never written through. The uncompressed stream's sha256 is
- * checked against `expectedDiffId`.
+ * checked against `expectedDiffId`. `budget` bounds what the blob inflates to (limits.ts).
  */
 export async function unpackLayer(
   blob: string,
   target: string,
-  opts: { expectedDiffId?: string; what: string; onBytes?: (compressedDone: number) => void },
+  opts: {
+    expectedDiffId?: string;
+    what: string;
+    onBytes?: (compressedDone: number) => void;
+    /** Charged with the uncompressed bytes and the entries; stops the unpack when it throws. */
+    budget?: TarBudget;
+  },
 ): Promise<UnpackResult> {
   const asRoot = process.getuid?.() === 0;
   const layer = await openLayer(blob, opts.onBytes);
   const planner = new LayerPlanner();
   let entries = 0;
+  let archiveBytes = 0;
+  const budget: TarBudget = {
+    bytes: (n) => {
+      archiveBytes += n;
+      opts.budget?.bytes(n);
+    },
+    entry: () => opts.budget?.entry(),
+  };
   try {
-    for await (const { header, body } of readTar(layer.tar as AsyncIterable<Buffer>)) {
+    for await (const { header, body } of readTar(layer.tar as AsyncIterable<Buffer>, budget)) {
       entries++;
       for (const step of planner.entry(header)) await runStep(target, step, body, asRoot);
     }
@@ -193,5 +210,5 @@ export async function unpackLayer(
   const { specials, dirTimes, totals } = planner.finish();
   await applySpecials(target, specials);
   for (const [rel, t] of dirTimes) await lutimes(join(target, rel), t, t);
-  return { diffId, entries, ...totals };
+  return { diffId, entries, archiveBytes, ...totals };
 }

@@ -6,19 +6,28 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { invalid } from '@agentenv/common';
-import { readTar, safeComponents } from '../../image/index.js';
+import { archiveBudget, readTar, safeComponents } from '../../image/index.js';
+import type { SizedBody } from '../../util/index.js';
 
 /** One member of a COPY step's archive, placed at its destination in the sandbox. */
-export interface CopyEntry {
-  readonly target: string;
-  readonly type: 'file' | 'dir';
-  readonly mode: number;
-  readonly data?: Buffer;
-}
+export type CopyEntry =
+  | { readonly target: string; readonly type: 'dir'; readonly mode: number }
+  | {
+      readonly target: string;
+      readonly type: 'file';
+      readonly mode: number;
+      /** The file's bytes as the archive is read: to be read to its end (`size` bytes) before the next entry. */
+      readonly data: SizedBody;
+    };
 
 const HASH = /^[0-9a-f]{64}$/;
-/** One COPY step's files are held in memory while they are written into the build sandbox. */
+/** An uploaded archive, as stored. */
 const ARCHIVE_LIMIT = 1 << 30;
+/**
+ * What one archive may unpack to: its files are streamed into the build sandbox, never held, but
+ * a small tar.gz can inflate without end, and each entry costs the step a chmod.
+ */
+export const COPY_LIMITS = { bytes: 16 * 2 ** 30, entries: 100_000 } as const;
 
 export function checkFilesHash(hash: string): string {
   if (!HASH.test(hash)) throw invalid(`files hash must be 64 lowercase hex digits, not '${hash}'`);
@@ -30,7 +39,10 @@ export function checkFilesHash(hash: string): string {
  * one directory of the node, written to a temporary name and renamed once complete.
  */
 export class BuildFiles {
-  constructor(private readonly dir: string) {}
+  constructor(
+    private readonly dir: string,
+    private readonly limits: { readonly bytes: number; readonly entries: number } = COPY_LIMITS,
+  ) {}
 
   private path(hash: string): string {
     return join(this.dir, checkFilesHash(hash));
@@ -69,21 +81,25 @@ export class BuildFiles {
     await fh.close();
     const raw = createReadStream(file);
     const source = magic[0] === 0x1f && magic[1] === 0x8b ? raw.pipe(createGunzip()) : raw;
-    for await (const m of readTar(source)) {
+    const max = this.limits;
+    const budget = archiveBudget(max, (passed) =>
+      invalid(
+        `the files of COPY ${src} (${hash}) hold more than ${
+          passed === 'bytes' ? `${max.bytes} bytes uncompressed` : `${max.entries} entries`
+        }`,
+      ),
+    );
+    for await (const m of readTar(source, budget)) {
       const type = m.header.type === 'dir' ? 'dir' : m.header.type === 'file' ? 'file' : undefined;
       const target = type && copyTarget(src, dest, safeComponents(m.header.path).join('/'), type === 'dir');
       if (!type || !target) {
         for await (const _ of m.body) void _;
         continue;
       }
-      const chunks: Buffer[] = [];
-      for await (const c of m.body) chunks.push(c);
-      yield {
-        target,
-        type,
-        mode: m.header.mode & 0o7777,
-        ...(type === 'file' ? { data: Buffer.concat(chunks) } : {}),
-      };
+      const mode = m.header.mode & 0o7777;
+      yield type === 'dir'
+        ? { target, type, mode }
+        : { target, type, mode, data: { length: m.header.size, stream: m.body } };
     }
   }
 }

@@ -137,7 +137,7 @@ export class StepRunner {
     for await (const e of this.files.entries(hash, src, dest)) {
       count++;
       if (e.type === 'dir') dirs.push(e.target);
-      else await this.envd.writeFile(e.target, e.data!, owner);
+      else await this.envd.writeFile(e.target, e.data, owner);
       modes.set(e.target, mode ? parseInt(mode, 8) : e.mode);
     }
     if (count === 0) throw new StepError(n, `COPY ${src}: the uploaded files hold nothing under ${src}`);
