@@ -33,7 +33,7 @@ export class Resumer {
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
   async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
     const { endTime = 'extend', reason = 'request', boot = 'restore' } = how;
-    await this.takePaused(id);
+    await this.takeOver(id);
     const rec = this.core.d.store.get(id);
     const refusal = boot === 'reboot' && rec?.state === 'paused' && coldStartRefusal(rec, 'be rebooted');
     if (refusal) throw refusal;
@@ -56,29 +56,32 @@ export class Resumer {
   }
 
   /**
-   * Makes sure a paused sandbox is this node's to resume: one paused on another node sharing the
-   * repository is taken over; one that another node took over meanwhile is forgotten here.
+   * A sandbox this node has no record of, paused by another node sharing the repository, is
+   * taken over: its newest pause claimed and its record kept here.
    */
-  private async takePaused(id: string): Promise<void> {
+  private async takeOver(id: string): Promise<void> {
     const { d } = this.core;
-    const rec = d.store.get(id);
-    if (!rec) {
-      const found = await d.pauses.findPaused(id);
-      if (found && (await d.pauses.claim(found.pauseId))) {
-        d.store.insert(found.record);
-        this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
-      }
-      return;
-    }
-    if (rec.state !== 'paused' || !rec.pauseId || (await d.pauses.claim(rec.pauseId))) return;
-    await this.core.mutex.run(id, async () => {
-      const cur = d.store.get(id);
-      if (cur?.state !== 'paused' || cur.pauseId !== rec.pauseId) return;
-      d.store.delete(id);
-      await this.core.discardCaptures(id);
-      this.core.forget(id);
-    });
-    throw notFound(`sandbox ${id} was resumed or removed on another node`);
+    if (d.store.get(id)) return;
+    const found = await d.pauses.findPaused(id);
+    if (!found || !(await d.pauses.claim(found.pauseId))) return;
+    // Two connects here may both have claimed it; the first keeps the record.
+    if (d.store.get(id)) return;
+    d.store.insert(found.record);
+    this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
+  }
+
+  /**
+   * Under the sandbox's lock, before it resumes: its stored pause (unless a local capture not yet
+   * uploaded is its state) must be this node's claim. One that another node claimed was resumed
+   * there, and is forgotten here.
+   */
+  private async holdPause(rec: SandboxRecord): Promise<void> {
+    const { d } = this.core;
+    if (!rec.pauseId || rec.uploadPending || (await d.pauses.claim(rec.pauseId))) return;
+    d.store.delete(rec.sandboxId);
+    await this.core.discardCaptures(rec.sandboxId);
+    this.core.forget(rec.sandboxId);
+    throw notFound(`sandbox ${rec.sandboxId} was resumed or removed on another node`);
   }
 
   private async resumeWork(
@@ -87,6 +90,7 @@ export class Resumer {
     boot: ResumeBoot,
   ): Promise<SandboxRecord> {
     const { d } = this.core;
+    await this.holdPause(rec);
     const resources = { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB };
     const live = await this.admission.run({ kind: 'resume', resources }, async () => {
       const local = rec.captureDir !== undefined && d.captures.complete(rec.captureDir);

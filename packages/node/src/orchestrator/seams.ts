@@ -102,11 +102,18 @@ export interface SlotProvider {
 
 /**
  * Paused sandboxes' captures in the shared snapshot repository, so that whichever node sharing it
- * is asked can resume them. A claim per pause decides which node owns the sandbox.
+ * is asked can resume them. A claim per pause decides which node owns the sandbox: a node resumes
+ * a stored pause only while it holds its claim.
  */
 export interface PauseRepository {
-  /** Stores a pause capture (the directory is left where it is); returns its id. */
+  /**
+   * Stores a pause capture (the directory is left where it is); returns its id. The pause is
+   * claimed for this node before it is visible to any other, so no node can take it over until
+   * this one lets it go (release).
+   */
   save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string>;
+  /** Lets go of the claim of a pause this node holds: whichever node resumes it first takes it. */
+  release(pauseId: string): Promise<void>;
   /**
    * Moves a stored capture into this node's runtime cache so a resume here needs no rebuild;
    * false when the cache has no room (the directory then stays where it is).
@@ -116,7 +123,10 @@ export interface PauseRepository {
   claim(pauseId: string): Promise<boolean>;
   /** The capture to restore from (rebuilt from the repository on a cache miss); release after. */
   open(pauseId: string): Promise<{ capture: Capture; release: () => void }>;
-  /** Forgets a pause no longer needed (its sandbox was paused again or killed). */
+  /**
+   * Forgets a pause no longer needed (its sandbox was paused again or killed); one that another
+   * node claimed is that node's sandbox now and stays.
+   */
   drop(pauseId: string): Promise<void>;
   /** The newest pause of a sandbox that another node paused, with the record it had then. */
   findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined>;

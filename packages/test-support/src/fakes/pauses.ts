@@ -3,7 +3,7 @@ import { readSandboxRecord, type PauseRepository, type SandboxRecord } from '@ag
 import type { FakeCapture, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
-export type PauseStep = 'save' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
+export type PauseStep = 'save' | 'committed' | 'release' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
 
 interface StoredPause {
   readonly seq: number;
@@ -49,8 +49,17 @@ export class FakePauses implements PauseRepository {
     if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
     const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
     const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;
+    // Claimed for this node in the same step that makes it visible, as the repository does.
+    this.storage.claims.set(id, this.owner);
     this.storage.pauses.set(id, { seq: ++this.storage.seq, sandbox, capture, ...(parent ? { parent } : {}) });
+    // Stored and visible to every node, not yet returned to the uploading one.
+    await this.storage.faults.check('committed');
     return id;
+  }
+
+  async release(pauseId: string): Promise<void> {
+    await this.storage.faults.check('release');
+    this.storage.claims.delete(pauseId);
   }
 
   async keep(pauseId: string, captureDir: string): Promise<boolean> {
@@ -82,9 +91,12 @@ export class FakePauses implements PauseRepository {
 
   async drop(pauseId: string): Promise<void> {
     await this.storage.faults.check('drop');
+    this.disk.delete(FakePauses.cacheDir(pauseId));
+    // A pause another node claimed is that node's sandbox now.
+    const holder = this.storage.claims.get(pauseId);
+    if (holder !== undefined && holder !== this.owner) return;
     this.storage.pauses.delete(pauseId);
     this.storage.claims.delete(pauseId);
-    this.disk.delete(FakePauses.cacheDir(pauseId));
   }
 
   async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {

@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import { DomainError } from '@agentenv/common';
 import type { Capture } from '../../runtime/index.js';
 import type { RuntimeCache, SnapshotStore } from '../../snapshot/index.js';
+import { newSandboxId } from '../../util/index.js';
 import { readSandboxRecord, type SandboxRecord } from '../record.js';
 import type { PauseRepository } from '../seams.js';
 
@@ -13,7 +15,8 @@ type PausedSandbox = Omit<SandboxRecord, 'state' | 'handle' | 'captureDir' | 'pa
 /**
  * Pauses stored in the snapshot repository, like snapshots (content-defined chunks, so a pause
  * after a pause writes little) but hidden from the snapshot catalogue. Claims are per pause and
- * held by a stable node id, so a node that crashed after claiming can claim again.
+ * held by a stable node id, so a node that crashed after claiming can claim again. A pause is
+ * claimed by the node that stores it until that node releases it.
  */
 export class RepositoryPauses implements PauseRepository {
   private readonly owner: string;
@@ -28,13 +31,28 @@ export class RepositoryPauses implements PauseRepository {
 
   async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
     const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
-    const stored = await this.store.storeCapture(captureDir, {
-      ...(parent ? { parent } : {}),
-      labels: { sandboxId: rec.sandboxId, kind: KIND },
-      meta: { sandbox: sandbox as PausedSandbox as unknown as Record<string, unknown> },
-    });
-    // Unclaimed: whichever node is asked to resume it first takes it.
-    return stored.snapshotId;
+    // Claimed before its record exists: no other node ever sees the pause unclaimed, so none can
+    // resume it while this node may still resume the sandbox from its local capture.
+    const id = newSandboxId();
+    const repo = this.store.repository;
+    if ((await repo.claim(claimName(id), this.owner)) !== this.owner)
+      throw new DomainError('internal', `pause id ${id} is claimed already`);
+    try {
+      await this.store.storeCapture(captureDir, {
+        id,
+        ...(parent ? { parent } : {}),
+        labels: { sandboxId: rec.sandboxId, kind: KIND },
+        meta: { sandbox: sandbox as PausedSandbox as unknown as Record<string, unknown> },
+      });
+    } catch (err) {
+      await repo.deleteClaim(claimName(id)).catch(() => undefined);
+      throw err;
+    }
+    return id;
+  }
+
+  release(pauseId: string): Promise<void> {
+    return this.store.repository.deleteClaim(claimName(pauseId));
   }
 
   keep(pauseId: string, captureDir: string): Promise<boolean> {
@@ -55,10 +73,12 @@ export class RepositoryPauses implements PauseRepository {
   }
 
   async drop(pauseId: string): Promise<void> {
+    await this.cache.remove(pauseId).catch(() => undefined);
+    // Taking the claim first: a node that claimed it runs the sandbox from it.
+    if ((await this.store.repository.claim(claimName(pauseId), this.owner)) !== this.owner) return;
     // Blobs stay for a later collection: the next pause of the sandbox shares most of them.
     await this.store.deleteSnapshot(pauseId, { collect: false });
     await this.store.repository.deleteClaim(claimName(pauseId));
-    await this.cache.remove(pauseId).catch(() => undefined);
   }
 
   async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
