@@ -1,4 +1,5 @@
 import type { SandboxCore } from './core.js';
+import { PauseSealer } from './persistence/index.js';
 import type { SandboxRecord } from './record.js';
 
 /**
@@ -12,7 +13,11 @@ import type { SandboxRecord } from './record.js';
  * no other node can resume it while this one may still resume the local capture.
  */
 export class PauseUploads {
-  constructor(private readonly core: SandboxCore) {}
+  private readonly sealer: PauseSealer;
+
+  constructor(private readonly core: SandboxCore) {
+    this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
+  }
 
   /** Starts the upload of a sandbox's pending pause in the background. */
   start(sandboxId: string): void {
@@ -42,7 +47,7 @@ export class PauseUploads {
     let pauseId: string | undefined;
     let failure: unknown;
     try {
-      pauseId = await d.pauses.save(dir, rec, rec.pauseId);
+      pauseId = await d.pauses.save(dir, this.sealer.seal(rec), rec.pauseId);
     } catch (err) {
       failure = err;
     }

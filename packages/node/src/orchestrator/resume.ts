@@ -4,6 +4,7 @@ import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
 import { coldStartRefusal } from './cold-start.js';
+import { PauseSealer } from './persistence/index.js';
 import { captureFilesystem, restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
 
@@ -25,10 +26,14 @@ export interface ConnectOptions {
  * taking it over first when another node sharing the repository paused it.
  */
 export class Resumer {
+  private readonly sealer: PauseSealer;
+
   constructor(
     private readonly core: SandboxCore,
     private readonly admission: Admission,
-  ) {}
+  ) {
+    this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
+  }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
   async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
@@ -63,10 +68,13 @@ export class Resumer {
     const { d } = this.core;
     if (d.store.get(id)) return;
     const found = await d.pauses.findPaused(id);
-    if (!found || !(await d.pauses.claim(found.pauseId))) return;
+    if (!found) return;
+    // Read before the claim: a pause this node cannot read is left for a node that can.
+    const record = this.sealer.open(found.pauseId, found.pause);
+    if (!(await d.pauses.claim(found.pauseId))) return;
     // Two connects here may both have claimed it; the first keeps the record.
     if (d.store.get(id)) return;
-    d.store.insert(found.record);
+    d.store.insert(record);
     this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
   }
 

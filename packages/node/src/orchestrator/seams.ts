@@ -100,6 +100,23 @@ export interface SlotProvider {
   release(slot: NetSlot): Promise<void>;
 }
 
+/** What the shared repository keeps of a paused sandbox besides its capture. */
+export interface StoredPause {
+  /**
+   * Its record as it was when paused, without what only the pausing node means (state, handle,
+   * local capture, pause ids) and without its secrets.
+   */
+  readonly sandbox: { readonly sandboxId: string } & Readonly<Record<string, unknown>>;
+  /**
+   * Its secrets (the env vars given at create, the envd and traffic tokens), sealed. Absent in a
+   * pause stored by a node from before sealing: its `sandbox` holds them.
+   */
+  readonly sealed?: string;
+}
+
+/** A stored pause as this node writes it: its secrets sealed. */
+export type SealedPause = StoredPause & { readonly sealed: string };
+
 /**
  * Paused sandboxes' captures in the shared snapshot repository, so that whichever node sharing it
  * is asked can resume them. A claim per pause decides which node owns the sandbox: a node resumes
@@ -111,7 +128,7 @@ export interface PauseRepository {
    * claimed for this node before it is visible to any other, so no node can take it over until
    * this one lets it go (release).
    */
-  save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string>;
+  save(captureDir: string, pause: SealedPause, parent?: string): Promise<string>;
   /** Lets go of the claim of a pause this node holds: whichever node resumes it first takes it. */
   release(pauseId: string): Promise<void>;
   /**
@@ -128,8 +145,8 @@ export interface PauseRepository {
    * node claimed is that node's sandbox now and stays.
    */
   drop(pauseId: string): Promise<void>;
-  /** The newest pause of a sandbox that another node paused, with the record it had then. */
-  findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined>;
+  /** The newest pause of a sandbox that another node paused, with what it stored of it. */
+  findPaused(sandboxId: string): Promise<{ pauseId: string; pause: StoredPause } | undefined>;
 }
 
 /**

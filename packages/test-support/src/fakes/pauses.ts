@@ -1,20 +1,20 @@
 import { RepositoryUnavailableError, type Capture } from '@agentenv/node';
-import { readSandboxRecord, type PauseRepository, type SandboxRecord } from '@agentenv/node/server';
+import type { PauseRepository, SealedPause, StoredPause } from '@agentenv/node/server';
 import type { FakeCapture, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
 export type PauseStep = 'save' | 'committed' | 'release' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
 
-interface StoredPause {
+interface Stored {
   readonly seq: number;
-  readonly sandbox: Record<string, unknown>;
+  readonly pause: StoredPause;
   readonly capture: FakeCapture;
   readonly parent?: string;
 }
 
 /** The shared repository's pauses and claims; every node's FakePauses over it sees the same. */
 export class FakePauseStorage {
-  readonly pauses = new Map<string, StoredPause>();
+  readonly pauses = new Map<string, Stored>();
   readonly claims = new Map<string, string>();
   readonly faults = new Faults<PauseStep>(
     (s) =>
@@ -22,9 +22,9 @@ export class FakePauseStorage {
   );
   seq = 0;
 
-  /** Writes a stored pause as another node (or a newer one) would have. */
-  put(pauseId: string, sandbox: Record<string, unknown>, capture: FakeCapture): void {
-    this.pauses.set(pauseId, { seq: ++this.seq, sandbox, capture });
+  /** Writes a stored pause as another node (an older or a newer one) would have. */
+  put(pauseId: string, pause: StoredPause, capture: FakeCapture): void {
+    this.pauses.set(pauseId, { seq: ++this.seq, pause, capture });
   }
 }
 
@@ -43,15 +43,14 @@ export class FakePauses implements PauseRepository {
     return `/cache/${pauseId}`;
   }
 
-  async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
+  async save(captureDir: string, pause: SealedPause, parent?: string): Promise<string> {
     await this.storage.faults.check('save');
     const capture = this.disk.read(captureDir);
     if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
-    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
     const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;
     // Claimed for this node in the same step that makes it visible, as the repository does.
     this.storage.claims.set(id, this.owner);
-    this.storage.pauses.set(id, { seq: ++this.storage.seq, sandbox, capture, ...(parent ? { parent } : {}) });
+    this.storage.pauses.set(id, { seq: ++this.storage.seq, pause, capture, ...(parent ? { parent } : {}) });
     // Stored and visible to every node, not yet returned to the uploading one.
     await this.storage.faults.check('committed');
     return id;
@@ -99,14 +98,11 @@ export class FakePauses implements PauseRepository {
     this.storage.claims.delete(pauseId);
   }
 
-  async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
+  async findPaused(sandboxId: string): Promise<{ pauseId: string; pause: StoredPause } | undefined> {
     await this.storage.faults.check('find');
     const newest = [...this.storage.pauses]
-      .filter(([, p]) => p.sandbox.sandboxId === sandboxId)
+      .filter(([, p]) => p.pause.sandbox.sandboxId === sandboxId)
       .sort(([, a], [, b]) => b.seq - a.seq)[0];
-    if (!newest) return undefined;
-    const [pauseId, p] = newest;
-    const record = readSandboxRecord({ ...p.sandbox, state: 'paused', pauseId }, `pause ${pauseId}`);
-    return { pauseId, record };
+    return newest && { pauseId: newest[0], pause: newest[1].pause };
   }
 }
