@@ -97,10 +97,27 @@ export class Resumer {
     timeoutSecs: number,
     boot: ResumeBoot,
   ): Promise<SandboxRecord> {
-    const { d } = this.core;
     await this.holdPause(rec);
+    const live = await this.restoreLive(rec, boot).catch(async (err: unknown) => {
+      await this.letPauseGo(rec);
+      throw err;
+    });
+    this.core.live.set(rec.sandboxId, live);
+    // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
+    // the repository took it); the repository's pause stays as the parent of the next one.
+    await this.core.discardCaptures(rec.sandboxId);
+    this.core.logs.add(rec.sandboxId, 'sandbox resumed');
+    this.core.activity.touch(rec.sandboxId);
+    // An upload still running for the pause finds the sandbox running and drops what it stored.
+    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, pauseKind: _k, ...rest } = rec;
+    return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
+  }
+
+  /** The sandbox brought back from its local capture or its stored pause, once admitted. */
+  private restoreLive(rec: SandboxRecord, boot: ResumeBoot): Promise<Live> {
+    const { d } = this.core;
     const resources = { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB };
-    const live = await this.admission.run({ kind: 'resume', resources }, async () => {
+    return this.admission.run({ kind: 'resume', resources }, async () => {
       const local = rec.captureDir !== undefined && d.captures.complete(rec.captureDir);
       if (!local && !rec.pauseId)
         throw new DomainError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
@@ -115,15 +132,21 @@ export class Resumer {
         opened?.release();
       }
     });
-    this.core.live.set(rec.sandboxId, live);
-    // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
-    // the repository took it); the repository's pause stays as the parent of the next one.
-    await this.core.discardCaptures(rec.sandboxId);
-    this.core.logs.add(rec.sandboxId, 'sandbox resumed');
-    this.core.activity.touch(rec.sandboxId);
-    // An upload still running for the pause finds the sandbox running and drops what it stored.
-    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, pauseKind: _k, ...rest } = rec;
-    return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
+  }
+
+  /**
+   * A resume that failed (refused for room, or the restore broke) leaves the sandbox paused, and
+   * its stored pause to whichever node resumes it first, as after its upload.
+   */
+  private async letPauseGo(rec: SandboxRecord): Promise<void> {
+    const { d } = this.core;
+    if (!rec.pauseId || rec.uploadPending) return;
+    await d.pauses.release(rec.pauseId).catch((err) => {
+      d.logger.warn(
+        { err, sandboxId: rec.sandboxId, pauseId: rec.pauseId },
+        'pause not released to other nodes',
+      );
+    });
   }
 
   /** A sandbox restored from `capture` with the record's resources, in a fresh network slot. */

@@ -131,4 +131,16 @@ describe('pause claims: an upload racing a connect on another node', () => {
     expect(await b.orchestrator.connect(id, 60)).toBe(true);
     expect(runningOn(id, a, b)).toEqual([b]);
   });
+
+  it('a resume that fails on A leaves the pause to B', async () => {
+    const { a, b, id } = await twoNodes();
+    await a.orchestrator.pause(id);
+    await a.orchestrator.backgroundIdle();
+    a.driver.faults.failNext('restore');
+    await failure(a.orchestrator.connect(id, 60));
+    expect(a.orchestrator.get(id).state).toBe('paused');
+    expect(await b.orchestrator.connect(id, 60)).toBe(true);
+    await expectGoneOnAnotherNode(a.orchestrator.connect(id, 60));
+    expect(runningOn(id, a, b)).toEqual([b]);
+  });
 });
