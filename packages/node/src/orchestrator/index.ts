@@ -49,6 +49,8 @@ export type {
   HostMemory,
   PauseRepository,
   ResolvedTemplate,
+  SealedPause,
+  StoredPause,
   SandboxRecordStore,
   SandboxSource,
   SlotProvider,

@@ -1,4 +1,5 @@
 import type { SandboxCore } from './core.js';
+import { PauseSealer } from './persistence/index.js';
 import type { SandboxRecord } from './record.js';
 
 /**
@@ -7,10 +8,16 @@ import type { SandboxRecord } from './record.js';
  * is the previous pause, the parent of this one. The local capture is removed or moved into the
  * cache only once the repository holds the new pause, so a crash at any point leaves the sandbox
  * resumable from one of them. The upload runs outside the sandbox's lock: a resume or a kill
- * meanwhile wins, and the upload's result is then dropped as obsolete.
+ * meanwhile wins, and the upload's result is then dropped as obsolete. The new pause is this
+ * node's claim from the moment other nodes can see it until it is the sandbox's state here, so
+ * no other node can resume it while this one may still resume the local capture.
  */
 export class PauseUploads {
-  constructor(private readonly core: SandboxCore) {}
+  private readonly sealer: PauseSealer;
+
+  constructor(private readonly core: SandboxCore) {
+    this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
+  }
 
   /** Starts the upload of a sandbox's pending pause in the background. */
   start(sandboxId: string): void {
@@ -40,7 +47,7 @@ export class PauseUploads {
     let pauseId: string | undefined;
     let failure: unknown;
     try {
-      pauseId = await d.pauses.save(dir, rec, rec.pauseId);
+      pauseId = await d.pauses.save(dir, this.sealer.seal(rec), rec.pauseId);
     } catch (err) {
       failure = err;
     }
@@ -56,11 +63,18 @@ export class PauseUploads {
     });
   }
 
-  /** The repository holds the pause: it becomes the state, and the capture goes to the cache. */
+  /**
+   * The repository holds the pause: it becomes the state, other nodes may take it over from now
+   * on, and the capture goes to the cache.
+   */
   private async stored(rec: PendingRecord, dir: string, pauseId: string): Promise<void> {
     const { d } = this.core;
     const { captureDir: _c, uploadPending: _u, ...rest } = rec;
     d.store.update({ ...rest, pauseId });
+    // Released only once it is the state: until then this node may resume the local capture.
+    await d.pauses.release(pauseId).catch((err) => {
+      d.logger.warn({ err, sandboxId: rec.sandboxId, pauseId }, 'pause not released to other nodes');
+    });
     if (rec.pauseId) await this.core.dropPause(rec.sandboxId, rec.pauseId);
     this.core.logs.add(rec.sandboxId, `pause stored in the snapshot repository (${pauseId})`);
     const kept = await d.pauses.keep(pauseId, dir).catch((err) => {

@@ -4,6 +4,7 @@ import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
 import { coldStartRefusal } from './cold-start.js';
+import { PauseSealer } from './persistence/index.js';
 import { captureFilesystem, restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
 
@@ -25,15 +26,19 @@ export interface ConnectOptions {
  * taking it over first when another node sharing the repository paused it.
  */
 export class Resumer {
+  private readonly sealer: PauseSealer;
+
   constructor(
     private readonly core: SandboxCore,
     private readonly admission: Admission,
-  ) {}
+  ) {
+    this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
+  }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
   async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
     const { endTime = 'extend', reason = 'request', boot = 'restore' } = how;
-    await this.takePaused(id);
+    await this.takeOver(id);
     const rec = this.core.d.store.get(id);
     const refusal = boot === 'reboot' && rec?.state === 'paused' && coldStartRefusal(rec, 'be rebooted');
     if (refusal) throw refusal;
@@ -56,29 +61,35 @@ export class Resumer {
   }
 
   /**
-   * Makes sure a paused sandbox is this node's to resume: one paused on another node sharing the
-   * repository is taken over; one that another node took over meanwhile is forgotten here.
+   * A sandbox this node has no record of, paused by another node sharing the repository, is
+   * taken over: its newest pause claimed and its record kept here.
    */
-  private async takePaused(id: string): Promise<void> {
+  private async takeOver(id: string): Promise<void> {
     const { d } = this.core;
-    const rec = d.store.get(id);
-    if (!rec) {
-      const found = await d.pauses.findPaused(id);
-      if (found && (await d.pauses.claim(found.pauseId))) {
-        d.store.insert(found.record);
-        this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
-      }
-      return;
-    }
-    if (rec.state !== 'paused' || !rec.pauseId || (await d.pauses.claim(rec.pauseId))) return;
-    await this.core.mutex.run(id, async () => {
-      const cur = d.store.get(id);
-      if (cur?.state !== 'paused' || cur.pauseId !== rec.pauseId) return;
-      d.store.delete(id);
-      await this.core.discardCaptures(id);
-      this.core.forget(id);
-    });
-    throw notFound(`sandbox ${id} was resumed or removed on another node`);
+    if (d.store.get(id)) return;
+    const found = await d.pauses.findPaused(id);
+    if (!found) return;
+    // Read before the claim: a pause this node cannot read is left for a node that can.
+    const record = this.sealer.open(found.pauseId, found.pause);
+    if (!(await d.pauses.claim(found.pauseId))) return;
+    // Two connects here may both have claimed it; the first keeps the record.
+    if (d.store.get(id)) return;
+    d.store.insert(record);
+    this.core.logs.add(id, `sandbox taken over from the snapshot repository (pause ${found.pauseId})`);
+  }
+
+  /**
+   * Under the sandbox's lock, before it resumes: its stored pause (unless a local capture not yet
+   * uploaded is its state) must be this node's claim. One that another node claimed was resumed
+   * there, and is forgotten here.
+   */
+  private async holdPause(rec: SandboxRecord): Promise<void> {
+    const { d } = this.core;
+    if (!rec.pauseId || rec.uploadPending || (await d.pauses.claim(rec.pauseId))) return;
+    d.store.delete(rec.sandboxId);
+    await this.core.discardCaptures(rec.sandboxId);
+    this.core.forget(rec.sandboxId);
+    throw notFound(`sandbox ${rec.sandboxId} was resumed or removed on another node`);
   }
 
   private async resumeWork(
@@ -86,9 +97,27 @@ export class Resumer {
     timeoutSecs: number,
     boot: ResumeBoot,
   ): Promise<SandboxRecord> {
+    await this.holdPause(rec);
+    const live = await this.restoreLive(rec, boot).catch(async (err: unknown) => {
+      await this.letPauseGo(rec);
+      throw err;
+    });
+    this.core.live.set(rec.sandboxId, live);
+    // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
+    // the repository took it); the repository's pause stays as the parent of the next one.
+    await this.core.discardCaptures(rec.sandboxId);
+    this.core.logs.add(rec.sandboxId, 'sandbox resumed');
+    this.core.activity.touch(rec.sandboxId);
+    // An upload still running for the pause finds the sandbox running and drops what it stored.
+    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, pauseKind: _k, ...rest } = rec;
+    return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
+  }
+
+  /** The sandbox brought back from its local capture or its stored pause, once admitted. */
+  private restoreLive(rec: SandboxRecord, boot: ResumeBoot): Promise<Live> {
     const { d } = this.core;
     const resources = { cpuCount: rec.cpuCount, memoryMB: rec.memoryMB, diskSizeMB: rec.diskSizeMB };
-    const live = await this.admission.run({ kind: 'resume', resources }, async () => {
+    return this.admission.run({ kind: 'resume', resources }, async () => {
       const local = rec.captureDir !== undefined && d.captures.complete(rec.captureDir);
       if (!local && !rec.pauseId)
         throw new DomainError('internal', `paused sandbox ${rec.sandboxId} has no capture`);
@@ -103,15 +132,21 @@ export class Resumer {
         opened?.release();
       }
     });
-    this.core.live.set(rec.sandboxId, live);
-    // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
-    // the repository took it); the repository's pause stays as the parent of the next one.
-    await this.core.discardCaptures(rec.sandboxId);
-    this.core.logs.add(rec.sandboxId, 'sandbox resumed');
-    this.core.activity.touch(rec.sandboxId);
-    // An upload still running for the pause finds the sandbox running and drops what it stored.
-    const { captureDir: _c, uploadPending: _u, pausedForMemory: _m, pauseKind: _k, ...rest } = rec;
-    return { ...rest, state: 'running', handle: live.handle, endAt: this.core.endIn(timeoutSecs) };
+  }
+
+  /**
+   * A resume that failed (refused for room, or the restore broke) leaves the sandbox paused, and
+   * its stored pause to whichever node resumes it first, as after its upload.
+   */
+  private async letPauseGo(rec: SandboxRecord): Promise<void> {
+    const { d } = this.core;
+    if (!rec.pauseId || rec.uploadPending) return;
+    await d.pauses.release(rec.pauseId).catch((err) => {
+      d.logger.warn(
+        { err, sandboxId: rec.sandboxId, pauseId: rec.pauseId },
+        'pause not released to other nodes',
+      );
+    });
   }
 
   /** A sandbox restored from `capture` with the record's resources, in a fresh network slot. */

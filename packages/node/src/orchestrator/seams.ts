@@ -100,13 +100,37 @@ export interface SlotProvider {
   release(slot: NetSlot): Promise<void>;
 }
 
+/** What the shared repository keeps of a paused sandbox besides its capture. */
+export interface StoredPause {
+  /**
+   * Its record as it was when paused, without what only the pausing node means (state, handle,
+   * local capture, pause ids) and without its secrets.
+   */
+  readonly sandbox: { readonly sandboxId: string } & Readonly<Record<string, unknown>>;
+  /**
+   * Its secrets (the env vars given at create, the envd and traffic tokens), sealed. Absent in a
+   * pause stored by a node from before sealing: its `sandbox` holds them.
+   */
+  readonly sealed?: string;
+}
+
+/** A stored pause as this node writes it: its secrets sealed. */
+export type SealedPause = StoredPause & { readonly sealed: string };
+
 /**
  * Paused sandboxes' captures in the shared snapshot repository, so that whichever node sharing it
- * is asked can resume them. A claim per pause decides which node owns the sandbox.
+ * is asked can resume them. A claim per pause decides which node owns the sandbox: a node resumes
+ * a stored pause only while it holds its claim.
  */
 export interface PauseRepository {
-  /** Stores a pause capture (the directory is left where it is); returns its id. */
-  save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string>;
+  /**
+   * Stores a pause capture (the directory is left where it is); returns its id. The pause is
+   * claimed for this node before it is visible to any other, so no node can take it over until
+   * this one lets it go (release).
+   */
+  save(captureDir: string, pause: SealedPause, parent?: string): Promise<string>;
+  /** Lets go of the claim of a pause this node holds: whichever node resumes it first takes it. */
+  release(pauseId: string): Promise<void>;
   /**
    * Moves a stored capture into this node's runtime cache so a resume here needs no rebuild;
    * false when the cache has no room (the directory then stays where it is).
@@ -116,10 +140,13 @@ export interface PauseRepository {
   claim(pauseId: string): Promise<boolean>;
   /** The capture to restore from (rebuilt from the repository on a cache miss); release after. */
   open(pauseId: string): Promise<{ capture: Capture; release: () => void }>;
-  /** Forgets a pause no longer needed (its sandbox was paused again or killed). */
+  /**
+   * Forgets a pause no longer needed (its sandbox was paused again or killed); one that another
+   * node claimed is that node's sandbox now and stays.
+   */
   drop(pauseId: string): Promise<void>;
-  /** The newest pause of a sandbox that another node paused, with the record it had then. */
-  findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined>;
+  /** The newest pause of a sandbox that another node paused, with what it stored of it. */
+  findPaused(sandboxId: string): Promise<{ pauseId: string; pause: StoredPause } | undefined>;
 }
 
 /**

@@ -1,2 +1,3 @@
 export { loadOrCreateSecret, newApiKey, newNodeSecret } from './secrets.js';
 export { envdAccessToken, trafficAccessToken } from './tokens.js';
+export { seal, sealingKey, unseal } from './sealing.js';

@@ -34,7 +34,7 @@ function leftBehind(node: FakeNode, id: string, state: SandboxState, local: Loca
   if (pause) {
     rec.pauseId = `stored${id}`;
     const { state: _s, captureDir: _c, pauseId: _p, ...sandbox } = rec;
-    node.storage.put(rec.pauseId, sandbox, capture('stored'));
+    node.storage.put(rec.pauseId, { sandbox }, capture('stored'));
   }
   node.store.insert(rec);
 }
@@ -188,7 +188,16 @@ describe('orchestrator: takeover by another node', () => {
     const a = new FakeNode();
     a.storage.put(
       'pausenew',
-      { version: 2, sandboxId: 'newer', templateId: 'base', startedAt: 'x', endAt: 'y', envdVersion: '9' },
+      {
+        sandbox: {
+          version: 2,
+          sandboxId: 'newer',
+          templateId: 'base',
+          startedAt: 'x',
+          endAt: 'y',
+          envdVersion: '9',
+        },
+      },
       capture('x'),
     );
     const err = await failure(a.orchestrator.connect('newer', 60));

@@ -27,6 +27,8 @@ import { fakeImages, FakeTemplates } from './templates.js';
 export interface FakeNodeOptions {
   /** The shared repository's pauses: give another node's to share them (takeover). */
   storage?: FakePauseStorage;
+  /** The installation's API key (`AENV_API_KEY`), which seals stored pauses; none: the node secret does. */
+  apiKey?: string;
   clock?: FakeClock;
   maxSandboxes?: number;
   maxConcurrentStarts?: number;
@@ -241,6 +243,7 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
   const c = defaultConfig({ HOSTNAME: 'fake-node' });
   return {
     ...c,
+    ...(opts.apiKey ? { apiKey: opts.apiKey } : {}),
     homePath: '/fake/home',
     orchestrator: {
       ...c.orchestrator,

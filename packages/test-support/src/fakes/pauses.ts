@@ -1,20 +1,20 @@
 import { RepositoryUnavailableError, type Capture } from '@agentenv/node';
-import { readSandboxRecord, type PauseRepository, type SandboxRecord } from '@agentenv/node/server';
+import type { PauseRepository, SealedPause, StoredPause } from '@agentenv/node/server';
 import type { FakeCapture, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
-export type PauseStep = 'save' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
+export type PauseStep = 'save' | 'committed' | 'release' | 'keep' | 'claim' | 'open' | 'drop' | 'find';
 
-interface StoredPause {
+interface Stored {
   readonly seq: number;
-  readonly sandbox: Record<string, unknown>;
+  readonly pause: StoredPause;
   readonly capture: FakeCapture;
   readonly parent?: string;
 }
 
 /** The shared repository's pauses and claims; every node's FakePauses over it sees the same. */
 export class FakePauseStorage {
-  readonly pauses = new Map<string, StoredPause>();
+  readonly pauses = new Map<string, Stored>();
   readonly claims = new Map<string, string>();
   readonly faults = new Faults<PauseStep>(
     (s) =>
@@ -22,9 +22,9 @@ export class FakePauseStorage {
   );
   seq = 0;
 
-  /** Writes a stored pause as another node (or a newer one) would have. */
-  put(pauseId: string, sandbox: Record<string, unknown>, capture: FakeCapture): void {
-    this.pauses.set(pauseId, { seq: ++this.seq, sandbox, capture });
+  /** Writes a stored pause as another node (an older or a newer one) would have. */
+  put(pauseId: string, pause: StoredPause, capture: FakeCapture): void {
+    this.pauses.set(pauseId, { seq: ++this.seq, pause, capture });
   }
 }
 
@@ -43,14 +43,22 @@ export class FakePauses implements PauseRepository {
     return `/cache/${pauseId}`;
   }
 
-  async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
+  async save(captureDir: string, pause: SealedPause, parent?: string): Promise<string> {
     await this.storage.faults.check('save');
     const capture = this.disk.read(captureDir);
     if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
-    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
     const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;
-    this.storage.pauses.set(id, { seq: ++this.storage.seq, sandbox, capture, ...(parent ? { parent } : {}) });
+    // Claimed for this node in the same step that makes it visible, as the repository does.
+    this.storage.claims.set(id, this.owner);
+    this.storage.pauses.set(id, { seq: ++this.storage.seq, pause, capture, ...(parent ? { parent } : {}) });
+    // Stored and visible to every node, not yet returned to the uploading one.
+    await this.storage.faults.check('committed');
     return id;
+  }
+
+  async release(pauseId: string): Promise<void> {
+    await this.storage.faults.check('release');
+    this.storage.claims.delete(pauseId);
   }
 
   async keep(pauseId: string, captureDir: string): Promise<boolean> {
@@ -82,19 +90,19 @@ export class FakePauses implements PauseRepository {
 
   async drop(pauseId: string): Promise<void> {
     await this.storage.faults.check('drop');
+    this.disk.delete(FakePauses.cacheDir(pauseId));
+    // A pause another node claimed is that node's sandbox now.
+    const holder = this.storage.claims.get(pauseId);
+    if (holder !== undefined && holder !== this.owner) return;
     this.storage.pauses.delete(pauseId);
     this.storage.claims.delete(pauseId);
-    this.disk.delete(FakePauses.cacheDir(pauseId));
   }
 
-  async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
+  async findPaused(sandboxId: string): Promise<{ pauseId: string; pause: StoredPause } | undefined> {
     await this.storage.faults.check('find');
     const newest = [...this.storage.pauses]
-      .filter(([, p]) => p.sandbox.sandboxId === sandboxId)
+      .filter(([, p]) => p.pause.sandbox.sandboxId === sandboxId)
       .sort(([, a], [, b]) => b.seq - a.seq)[0];
-    if (!newest) return undefined;
-    const [pauseId, p] = newest;
-    const record = readSandboxRecord({ ...p.sandbox, state: 'paused', pauseId }, `pause ${pauseId}`);
-    return { pauseId, record };
+    return newest && { pauseId: newest[0], pause: newest[1].pause };
   }
 }

@@ -1,19 +1,23 @@
 import { createHash } from 'node:crypto';
+import { DomainError } from '@agentenv/common';
 import type { Capture } from '../../runtime/index.js';
 import type { RuntimeCache, SnapshotStore } from '../../snapshot/index.js';
-import { readSandboxRecord, type SandboxRecord } from '../record.js';
-import type { PauseRepository } from '../seams.js';
+import { newSandboxId } from '../../util/index.js';
+import type { PauseRepository, SealedPause, StoredPause } from '../seams.js';
 
 const KIND = 'pause';
 const claimName = (pauseId: string) => `pause/${pauseId}`;
 
-/** What a pause record carries besides the capture: the sandbox as it was when paused. */
-type PausedSandbox = Omit<SandboxRecord, 'state' | 'handle' | 'captureDir' | 'pauseId' | 'uploadPending'>;
+/** Where a record's meta keeps the stored pause (see storedPause). */
+const SEALED_RECORD = 'pausedSandbox';
+const SECRETS = 'sealedSecrets';
+const PLAIN_RECORD = 'sandbox';
 
 /**
  * Pauses stored in the snapshot repository, like snapshots (content-defined chunks, so a pause
  * after a pause writes little) but hidden from the snapshot catalogue. Claims are per pause and
- * held by a stable node id, so a node that crashed after claiming can claim again.
+ * held by a stable node id, so a node that crashed after claiming can claim again. A pause is
+ * claimed by the node that stores it until that node releases it.
  */
 export class RepositoryPauses implements PauseRepository {
   private readonly owner: string;
@@ -26,15 +30,29 @@ export class RepositoryPauses implements PauseRepository {
     this.owner = `node-${createHash('sha256').update(`pause-owner:${nodeSecret}`).digest('hex').slice(0, 16)}`;
   }
 
-  async save(captureDir: string, rec: SandboxRecord, parent?: string): Promise<string> {
-    const { state: _s, handle: _h, captureDir: _c, pauseId: _p, uploadPending: _u, ...sandbox } = rec;
-    const stored = await this.store.storeCapture(captureDir, {
-      ...(parent ? { parent } : {}),
-      labels: { sandboxId: rec.sandboxId, kind: KIND },
-      meta: { sandbox: sandbox as PausedSandbox as unknown as Record<string, unknown> },
-    });
-    // Unclaimed: whichever node is asked to resume it first takes it.
-    return stored.snapshotId;
+  async save(captureDir: string, pause: SealedPause, parent?: string): Promise<string> {
+    // Claimed before its record exists: no other node ever sees the pause unclaimed, so none can
+    // resume it while this node may still resume the sandbox from its local capture.
+    const id = newSandboxId();
+    const repo = this.store.repository;
+    if ((await repo.claim(claimName(id), this.owner)) !== this.owner)
+      throw new DomainError('internal', `pause id ${id} is claimed already`);
+    try {
+      await this.store.storeCapture(captureDir, {
+        id,
+        ...(parent ? { parent } : {}),
+        labels: { sandboxId: pause.sandbox.sandboxId, kind: KIND },
+        meta: { [SEALED_RECORD]: pause.sandbox, [SECRETS]: pause.sealed },
+      });
+    } catch (err) {
+      await repo.deleteClaim(claimName(id)).catch(() => undefined);
+      throw err;
+    }
+    return id;
+  }
+
+  release(pauseId: string): Promise<void> {
+    return this.store.repository.deleteClaim(claimName(pauseId));
   }
 
   keep(pauseId: string, captureDir: string): Promise<boolean> {
@@ -55,23 +73,37 @@ export class RepositoryPauses implements PauseRepository {
   }
 
   async drop(pauseId: string): Promise<void> {
+    await this.cache.remove(pauseId).catch(() => undefined);
+    // Taking the claim first: a node that claimed it runs the sandbox from it.
+    if ((await this.store.repository.claim(claimName(pauseId), this.owner)) !== this.owner) return;
     // Blobs stay for a later collection: the next pause of the sandbox shares most of them.
     await this.store.deleteSnapshot(pauseId, { collect: false });
     await this.store.repository.deleteClaim(claimName(pauseId));
-    await this.cache.remove(pauseId).catch(() => undefined);
   }
 
-  async findPaused(sandboxId: string): Promise<{ pauseId: string; record: SandboxRecord } | undefined> {
+  async findPaused(sandboxId: string): Promise<{ pauseId: string; pause: StoredPause } | undefined> {
     const newest = (
       await this.store.repository.listRecords({ labels: { sandboxId, kind: KIND } }, { limit: 1 })
     ).records[0];
-    if (!newest) return undefined;
-    const sandbox = (newest.meta as { sandbox?: PausedSandbox }).sandbox;
-    if (!sandbox || sandbox.sandboxId !== sandboxId) return undefined;
-    const record = readSandboxRecord(
-      { ...sandbox, state: 'paused', pauseId: newest.id },
-      `pause ${newest.id} of sandbox ${sandboxId}`,
-    );
-    return { pauseId: newest.id, record };
+    const pause = newest && storedPause(newest.meta);
+    if (!pause || pause.sandbox.sandboxId !== sandboxId) return undefined;
+    return { pauseId: newest.id, pause };
   }
 }
+
+/**
+ * The stored pause in a record's meta: its record under a key that nodes from before sealing do
+ * not read (they would take the sandbox without its tokens), or, written by such a node, the
+ * whole record in plain text.
+ */
+function storedPause(meta: Readonly<Record<string, unknown>>): StoredPause | undefined {
+  const sealedRecord = meta[SEALED_RECORD];
+  if (isRecordOf(sealedRecord)) {
+    const sealed = meta[SECRETS];
+    return typeof sealed === 'string' ? { sandbox: sealedRecord, sealed } : undefined;
+  }
+  return isRecordOf(meta[PLAIN_RECORD]) ? { sandbox: meta[PLAIN_RECORD] } : undefined;
+}
+
+const isRecordOf = (v: unknown): v is StoredPause['sandbox'] =>
+  typeof v === 'object' && v !== null && typeof (v as { sandboxId?: unknown }).sandboxId === 'string';
