@@ -9,6 +9,7 @@ import {
   INTERNET_ADDRESS,
   INTERNET_ROOT_SIDE,
   METADATA_ADDRESS,
+  SPECIAL_PURPOSE_ADDRESSES,
   createTestInternet,
   fetchFrom,
   fetchFromHost,
@@ -158,6 +159,7 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
         `http://${b.rootSideAddress}:${anyPort}/`,
         `http://${a.hostAddress}:8080/`,
         `http://${METADATA_ADDRESS}/`,
+        ...SPECIAL_PURPOSE_ADDRESSES.map((a) => `http://${a}/`),
       ];
       for (const url of forbidden) {
         expect(await fetchFrom(a.names.sandboxNs, url, 1), url).toMatchObject({ ok: false });
@@ -244,12 +246,15 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
       let serverB: ChildProcess | undefined;
       try {
         serverB = await startServer(httpServerScript('open-b', 8080), b.names.sandboxNs);
-        // Without always-denied ranges the (test) metadata address is reachable: the path exists,
-        // so the default configuration's refusal above is the rules' doing.
-        expect(await fetchFrom(a.names.sandboxNs, `http://${METADATA_ADDRESS}/`)).toEqual({
-          ok: true,
-          body: `internet:${METADATA_ADDRESS}`,
-        });
+        // Without always-denied ranges the (test) metadata and special-purpose addresses are
+        // reachable: the path exists, so the default configuration's refusal above is the rules'
+        // doing.
+        for (const address of [METADATA_ADDRESS, ...SPECIAL_PURPOSE_ADDRESSES]) {
+          expect(await fetchFrom(a.names.sandboxNs, `http://${address}/`), address).toEqual({
+            ok: true,
+            body: `internet:${address}`,
+          });
+        }
         const uplink = await uplinkAddress();
         for (const url of [
           `http://${INTERNET_ROOT_SIDE}:${anyPort}/`,
