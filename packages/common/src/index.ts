@@ -12,6 +12,17 @@ export {
 } from './errors.js';
 export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
+export {
+  isSecretName,
+  keyFromEnv,
+  keyInFile,
+  logOptions,
+  REDACTED,
+  redactSecrets,
+  withoutSecrets,
+  type BannerKey,
+} from './secrets.js';
+export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } from './process-policy.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
 export {

@@ -1,2 +1,3 @@
 export { eventually, type EventuallyOptions } from './eventually.js';
 export { pidAlive } from './processes.js';
+export { descendants, environOf, faultOnSigusr2 } from './faults.js';
