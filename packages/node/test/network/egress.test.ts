@@ -160,6 +160,10 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
         `http://${a.hostAddress}:8080/`,
         `http://${METADATA_ADDRESS}/`,
         ...SPECIAL_PURPOSE_ADDRESSES.map((a) => `http://${a}/`),
+        // No IPv6 leaves a sandbox; an IPv4-mapped address goes out as IPv4 and meets the same rules.
+        `http://[::ffff:${METADATA_ADDRESS}]/`,
+        'http://[fc00::1]/',
+        'http://[2001:db8::1]/',
       ];
       for (const url of forbidden) {
         expect(await fetchFrom(a.names.sandboxNs, url, 1), url).toMatchObject({ ok: false });
@@ -255,6 +259,10 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
             body: `internet:${address}`,
           });
         }
+        expect(await fetchFrom(a.names.sandboxNs, `http://[::ffff:${METADATA_ADDRESS}]/`)).toEqual({
+          ok: true,
+          body: `internet:${METADATA_ADDRESS}`,
+        });
         const uplink = await uplinkAddress();
         for (const url of [
           `http://${INTERNET_ROOT_SIDE}:${anyPort}/`,
