@@ -18,6 +18,16 @@ export {
   type StreamLimits,
   type StreamResponse,
 } from './event-streams.js';
+  isSecretName,
+  keyFromEnv,
+  keyInFile,
+  logOptions,
+  REDACTED,
+  redactSecrets,
+  withoutSecrets,
+  type BannerKey,
+} from './secrets.js';
+export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } from './process-policy.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
 export {

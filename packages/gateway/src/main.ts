@@ -1,3 +1,4 @@
+import { installProcessPolicy, keyFromEnv, logOptions } from '@agentenv/common';
 import { pino } from 'pino';
 import { GatewayConfigError, loadGatewayConfig } from './config.js';
 import { startGateway } from './gateway.js';
@@ -6,23 +7,30 @@ import { ConnectScheduler } from './scheduler/connect.js';
 /** aenv-gateway: configured from the environment only (AGENTENV-API.md §3). */
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
-  const logger = pino({ name: 'aenv-gateway', level: config.logLevel });
+  const logger = pino(logOptions('aenv-gateway', config.logLevel));
+  let close = () => Promise.resolve();
+  let stopping: Promise<void> | undefined;
+  const stop = () => (stopping ??= close());
+  // The gateway holds no sandbox: stopping is closing its listener and connections.
+  installProcessPolicy({ logger, shutdown: stop, shutdownTimeoutMs: 30_000 });
   const gw = await startGateway(
     config,
     new ConnectScheduler(config.schedulerUrl, config.apiKey, config.schedulerTimeoutMs),
     logger,
   );
+  close = () => gw.close();
+  // The key is the operator's (the gateway never makes one): the banner says where it is.
+  const key = keyFromEnv(process.env)!;
   process.stdout.write(
     [
       `AgentENV gateway listening on ${gw.url} (scheduler ${config.schedulerUrl})`,
       'Point the E2B SDK at it with:',
-      `export E2B_API_URL=${gw.url} E2B_SANDBOX_URL=${gw.url} E2B_API_KEY=${config.apiKey}`,
+      `export E2B_API_URL=${gw.url} E2B_SANDBOX_URL=${gw.url} E2B_API_KEY=${key.shell}`,
       '',
     ].join('\n'),
   );
-  const stop = () => void gw.close().then(() => process.exit(0));
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  process.on('SIGTERM', () => void stop().then(() => process.exit(0)));
+  process.on('SIGINT', () => void stop().then(() => process.exit(0)));
 }
 
 main().catch((err: unknown) => {

@@ -3,6 +3,7 @@ import { totalmem } from 'node:os';
 import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
+import { installProcessPolicy, logOptions, type BannerKey } from '@agentenv/common';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
@@ -39,13 +40,27 @@ const USAGE_HISTORY_SAMPLES = 720;
  * (its chains and namespaces already exist) stops it once startup is done, instead of killing the
  * process with everything left on the host.
  */
-const signals: { received?: string; stop?: (signal: string) => Promise<void> } = {};
+const signals: { received?: string; stop?: (signal: string) => Promise<boolean> } = {};
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
     signals.received ??= signal;
-    void signals.stop?.(signal);
+    void signals.stop?.(signal).then((ok) => process.exit(ok ? 0 : 1));
   });
 }
+
+/** Takes down what startup set up so far, in reverse. */
+async function undoStart(): Promise<void> {
+  for (const undo of undoStartup.reverse()) await (async () => undo())().catch(() => undefined);
+  undoStartup.length = 0;
+}
+
+const logger = pino(logOptions('aenv-server', process.env.AENV_LOG_LEVEL ?? 'info'));
+// Stopping pauses every running sandbox; systemd and Kubernetes give the node 15 minutes.
+installProcessPolicy({
+  logger,
+  shutdown: (reason) => (signals.stop ? signals.stop(reason) : undoStart()),
+  shutdownTimeoutMs: 10 * 60_000,
+});
 
 /** The orchestrator and what it reports through: metrics, the event log, the chunk exchange. */
 async function assembleNode(config: NodeConfig, host: NodeHost, t: NodeTemplates, logger: Logger) {
@@ -149,15 +164,18 @@ function clusterMembership(
   });
 }
 
-/** How to reach the node, on stdout for whoever started it. */
-function announce(config: NodeConfig, apiKey: string, { host, port }: { host: string; port: number }): void {
+/**
+ * How to reach the node, on stdout for whoever started it (and for journald and `kubectl logs`):
+ * the key itself only when this start generated it.
+ */
+function announce(config: NodeConfig, key: BannerKey, { host, port }: { host: string; port: number }): void {
   const url = `${config.tlsCert ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${port}`;
   process.stdout.write(
     [
       `AgentENV node ${version} listening on ${url} (home ${config.homePath})`,
-      `API key: ${apiKey}`,
+      `API key: ${key.text}`,
       'Point the E2B SDK at it with:',
-      `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_VOLUME_API_URL=${url} E2B_API_KEY=${apiKey}`,
+      `export E2B_API_URL=${url} E2B_SANDBOX_URL=${url} E2B_VOLUME_API_URL=${url} E2B_API_KEY=${key.shell}`,
       '',
     ].join('\n'),
   );
@@ -165,28 +183,27 @@ function announce(config: NodeConfig, apiKey: string, { host, port }: { host: st
 
 /**
  * Stops the node: every step runs even when one before it failed, and the host's rules and
- * namespaces go last. The exit code says whether all of them worked.
+ * namespaces go last. Says whether all of them worked (the exit code after a signal); a second
+ * call waits for the first.
  */
-function stopWith(logger: Logger, steps: (() => unknown)[]): (signal: string) => Promise<void> {
-  let stopping = false;
-  return async (signal) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down: pausing running sandboxes');
-    let failed = false;
+function stopWith(logger: Logger, steps: (() => unknown)[]): (reason: string) => Promise<boolean> {
+  let stopping: Promise<boolean> | undefined;
+  const stop = async (reason: string) => {
+    logger.info({ reason }, 'shutting down: pausing running sandboxes');
+    let ok = true;
     for (const step of steps) {
       await (async () => step())().catch((err: unknown) => {
-        failed = true;
+        ok = false;
         logger.error({ err }, 'shutdown step failed');
       });
     }
-    process.exit(failed ? 1 : 0);
+    return ok;
   };
+  return (reason) => (stopping ??= stop(reason));
 }
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const logger = pino({ name: 'aenv-server', level: process.env.AENV_LOG_LEVEL ?? 'info' });
   const { host, port } = parseListenAddress(config.apiAddr);
   const machine = await prepareHost(config, logger, undoStartup);
   const t = await openTemplates(config, machine, logger);
@@ -228,7 +245,7 @@ async function main(): Promise<void> {
     .finally(() => {
       if (!signals.received) agent?.start();
     });
-  announce(config, machine.apiKey, { host, port });
+  announce(config, machine.apiKeyBanner, { host, port });
 
   // Drained first, so the cluster stops placing here while the sandboxes are paused.
   signals.stop = stopWith(logger, [
@@ -245,12 +262,12 @@ async function main(): Promise<void> {
     () => machine.store.close(),
     () => machine.spawner.close(),
   ]);
-  if (signals.received) void signals.stop(signals.received);
+  if (signals.received) void signals.stop(signals.received).then((ok) => process.exit(ok ? 0 : 1));
 }
 
 main().catch(async (err: unknown) => {
   const msg = err instanceof ConfigError ? err.message : ((err as Error).stack ?? String(err));
   process.stderr.write(`aenv-server: ${msg}\n`);
-  for (const undo of undoStartup.reverse()) await (async () => undo())().catch(() => undefined);
+  await undoStart();
   process.exit(1);
 });

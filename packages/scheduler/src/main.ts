@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { startScheduler } from './app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig } from './config.js';
-import { DomainError } from '@agentenv/common';
+import { DomainError, installProcessPolicy, logOptions } from '@agentenv/common';
 import { MemoryStore } from './store/memory-store.js';
 import { RedisStore } from './store/redis-store.js';
 import type { SchedulerStore } from './store/store.js';
@@ -14,7 +14,16 @@ const version = (
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const logger = pino({ name: 'aenv-scheduler', level: config.logLevel });
+  const logger = pino(logOptions('aenv-scheduler', config.logLevel));
+  let stopping: Promise<void> | undefined;
+  let close = () => Promise.resolve();
+  const stop = (reason: string) =>
+    (stopping ??= (async () => {
+      logger.info({ reason }, 'shutting down');
+      await close();
+    })());
+  // Nodes re-register by heartbeat, so a stop loses nothing a fresh scheduler does not get back.
+  installProcessPolicy({ logger, shutdown: stop, shutdownTimeoutMs: 20_000 });
   const store: SchedulerStore =
     config.store === 'memory'
       ? new MemoryStore(systemClock)
@@ -43,17 +52,12 @@ async function main(): Promise<void> {
     `AgentENV scheduler ${version} listening on ${where} (store ${config.store === 'memory' ? 'memory' : 'redis'})\n`,
   );
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
+  close = async () => {
     await app.close();
     await store.close();
-    process.exit(0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  for (const signal of ['SIGTERM', 'SIGINT'] as const)
+    process.on(signal, () => void stop(signal).then(() => process.exit(0)));
 }
 
 main().catch((err: unknown) => {

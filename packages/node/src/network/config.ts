@@ -44,13 +44,26 @@ export interface NetworkConfig {
   iptables: 'auto' | IptablesFlavour;
 }
 
+/**
+ * Every IPv4 range that is private, shared, loopback, link-local or special-purpose (RFC 6890):
+ * "this network", IETF protocol assignments, benchmarking, multicast and the reserved class E (with
+ * the broadcast address). IPv6 needs no list: it is disabled on every link of a slot, so nothing
+ * but the sandbox's own loopback (::1) speaks it and no IPv6 destination (::, fc00::/7, fe80::/10,
+ * ff00::/8, …) is reachable; an IPv4-mapped address (::ffff:a.b.c.d) leaves as IPv4 and meets these
+ * rules.
+ */
 export const DEFAULT_ALWAYS_DENIED: readonly string[] = [
+  '0.0.0.0/8',
   '10.0.0.0/8',
   '100.64.0.0/10',
   '127.0.0.0/8',
   '169.254.0.0/16',
   '172.16.0.0/12',
+  '192.0.0.0/24',
   '192.168.0.0/16',
+  '198.18.0.0/15',
+  '224.0.0.0/4',
+  '240.0.0.0/4',
 ];
 
 export function defaultNetworkConfig(): NetworkConfig {

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-/** Reads a secret file, or creates it (0600) with `make()` when missing. */
-export function loadOrCreateSecret(file: string, make: () => string): string {
+/** Reads a secret file, or creates it (0600) with `make()` when missing; `created` says which. */
+export function readOrCreateSecret(file: string, make: () => string): { value: string; created: boolean } {
   try {
-    return readFileSync(file, 'utf8').trim();
+    return { value: readFileSync(file, 'utf8').trim(), created: false };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -13,8 +13,12 @@ export function loadOrCreateSecret(file: string, make: () => string): string {
   const value = make();
   writeFileSync(file, value + '\n', { mode: 0o600, flag: 'wx' });
   chmodSync(file, 0o600);
-  return value;
+  return { value, created: true };
 }
+
+/** Reads a secret file, or creates it (0600) with `make()` when missing. */
+export const loadOrCreateSecret = (file: string, make: () => string): string =>
+  readOrCreateSecret(file, make).value;
 
 export const newApiKey = () => 'e2b_' + randomBytes(20).toString('hex');
 

@@ -12,6 +12,7 @@ import {
   S3Client,
   type S3ClientConfig,
 } from '@aws-sdk/client-s3';
+import { withoutSecrets } from '@agentenv/common';
 import { RepositoryConfigError, RepositoryUnavailableError } from './errors.js';
 import { ObjectRepository, type ObjectRepositoryOptions, type ObjectStat } from './repository.js';
 
@@ -119,7 +120,8 @@ export function checkS3Options(o: Partial<S3RepositoryOptions>): S3RepositoryOpt
 /** Runs a credential_process command (AWS's format). */
 function runCredentialProcess(command: string): Promise<Credentials> {
   return new Promise((resolve, reject) => {
-    execFile('/bin/sh', ['-c', command], { timeout: 30_000, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    const opts = { timeout: 30_000, maxBuffer: 1 << 20, env: withoutSecrets() };
+    execFile('/bin/sh', ['-c', command], opts, (err, stdout, stderr) => {
       const fail = (m: string) =>
         reject(new RepositoryUnavailableError('credentials', `snapshot.oss credential process failed: ${m}`));
       if (err)

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { withoutSecrets } from '@agentenv/common';
 
 export interface ProcessOptions {
   /** Written to stdin, which is then closed; without it stdin is /dev/null. */
@@ -58,19 +59,22 @@ export function launchProcessesWith(l: ProcessLauncher | undefined): void {
 
 /**
  * Runs a program without a shell, to completion. Rejects only when it cannot be started (the
- * spawn error, e.g. ENOENT); an exit code, a timeout or too much output is in the result.
+ * spawn error, e.g. ENOENT); an exit code, a timeout or too much output is in the result. The
+ * program's environment (`opts.env`, else this process's) never holds a secret: see
+ * withoutSecrets.
  */
 export function runProcess(
   file: string,
   args: readonly string[],
   opts: ProcessOptions = {},
 ): Promise<ProcessResult> {
-  if (launcher && !opts.onLine && opts.outputFd === undefined) return launcher.run(file, args, opts);
+  if (launcher && !opts.onLine && opts.outputFd === undefined)
+    return launcher.run(file, args, opts.env ? { ...opts, env: withoutSecrets(opts.env) } : opts);
   return new Promise((resolve, reject) => {
     const out = opts.outputFd ?? 'pipe';
     const child = spawn(file, args, {
       stdio: [opts.input === undefined ? 'ignore' : 'pipe', out, out],
-      env: opts.env ?? process.env,
+      env: withoutSecrets(opts.env),
     });
     if (opts.untilStdoutEnds) child.unref();
     const stdout: Buffer[] = [];

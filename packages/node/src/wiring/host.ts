@@ -1,11 +1,12 @@
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import type { BannerKey } from '@agentenv/common';
 import type { Logger } from 'pino';
 import { ConfigError, type NodeConfig } from '../config/index.js';
 import { NetworkManager } from '../network/index.js';
 import { SandboxStore } from '../orchestrator/index.js';
 import type { RuntimeDriver } from '../runtime/index.js';
-import { loadOrCreateSecret, newApiKey, newNodeSecret } from '../security/index.js';
+import { loadOrCreateSecret, newNodeSecret, nodeApiKey } from '../security/index.js';
 import { launchProcessesWith, ProcessSpawner } from '../util/index.js';
 import { createDriver } from './runtime-driver.js';
 
@@ -13,6 +14,8 @@ import { createDriver } from './runtime-driver.js';
 export interface NodeHost {
   spawner: ProcessSpawner;
   apiKey: string;
+  /** What the startup banner shows for the API key. */
+  apiKeyBanner: BannerKey;
   nodeSecret: string;
   driver: RuntimeDriver;
   network: NetworkManager;
@@ -36,7 +39,7 @@ export async function prepareHost(
   launchProcessesWith(spawner);
   undo.push(() => spawner.close());
 
-  const apiKey = config.apiKey ?? loadOrCreateSecret(path.join(home, 'secrets', 'api-key'), newApiKey);
+  const apiKey = nodeApiKey(config.apiKey, home);
   const nodeSecret = loadOrCreateSecret(path.join(home, 'secrets', 'node-secret'), newNodeSecret);
 
   const driver = createDriver(config.runtime, {
@@ -59,5 +62,5 @@ export async function prepareHost(
   undo.push(() => network.shutdown());
   const store = new SandboxStore(path.join(home, 'state', 'sandboxes.db'));
   undo.push(() => store.close());
-  return { spawner, apiKey, nodeSecret, driver, network, store };
+  return { spawner, apiKey: apiKey.value, apiKeyBanner: apiKey.banner, nodeSecret, driver, network, store };
 }

@@ -9,6 +9,7 @@ import {
   INTERNET_ADDRESS,
   INTERNET_ROOT_SIDE,
   METADATA_ADDRESS,
+  SPECIAL_PURPOSE_ADDRESSES,
   createTestInternet,
   fetchFrom,
   fetchFromHost,
@@ -158,6 +159,11 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
         `http://${b.rootSideAddress}:${anyPort}/`,
         `http://${a.hostAddress}:8080/`,
         `http://${METADATA_ADDRESS}/`,
+        ...SPECIAL_PURPOSE_ADDRESSES.map((a) => `http://${a}/`),
+        // No IPv6 leaves a sandbox; an IPv4-mapped address goes out as IPv4 and meets the same rules.
+        `http://[::ffff:${METADATA_ADDRESS}]/`,
+        'http://[fc00::1]/',
+        'http://[2001:db8::1]/',
       ];
       for (const url of forbidden) {
         expect(await fetchFrom(a.names.sandboxNs, url, 1), url).toMatchObject({ ok: false });
@@ -244,9 +250,16 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
       let serverB: ChildProcess | undefined;
       try {
         serverB = await startServer(httpServerScript('open-b', 8080), b.names.sandboxNs);
-        // Without always-denied ranges the (test) metadata address is reachable: the path exists,
-        // so the default configuration's refusal above is the rules' doing.
-        expect(await fetchFrom(a.names.sandboxNs, `http://${METADATA_ADDRESS}/`)).toEqual({
+        // Without always-denied ranges the (test) metadata and special-purpose addresses are
+        // reachable: the path exists, so the default configuration's refusal above is the rules'
+        // doing.
+        for (const address of [METADATA_ADDRESS, ...SPECIAL_PURPOSE_ADDRESSES]) {
+          expect(await fetchFrom(a.names.sandboxNs, `http://${address}/`), address).toEqual({
+            ok: true,
+            body: `internet:${address}`,
+          });
+        }
+        expect(await fetchFrom(a.names.sandboxNs, `http://[::ffff:${METADATA_ADDRESS}]/`)).toEqual({
           ok: true,
           body: `internet:${METADATA_ADDRESS}`,
         });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { resolveNetworkConfig } from '../../src/network/config.js';
 import { chainNames } from '../../src/network/naming.js';
 import {
   reclaimCommands,
@@ -38,6 +39,36 @@ describe('router rules', () => {
         .filter((line) => line.startsWith('-A EGRESS'))
         .at(-1),
     ).toBe('-A EGRESS -j ACCEPT');
+  });
+
+  it('rejects every special-purpose IPv4 range by default, before an allowOut of everything', () => {
+    const config = resolveNetworkConfig();
+    const text = renderRestore([
+      routerFilterTable({
+        ...router,
+        denied: config.alwaysDeniedCidrs,
+        egress: { allowInternet: true, allowOut: ['0.0.0.0/0'], denyOut: [] },
+      }),
+    ]);
+    const egress = lines(text).filter((line) => line.startsWith('-A EGRESS'));
+    const accept = egress.indexOf('-A EGRESS -d 0.0.0.0/0 -j ACCEPT');
+    for (const cidr of [
+      '0.0.0.0/8',
+      '10.0.0.0/8',
+      '100.64.0.0/10',
+      '127.0.0.0/8',
+      '169.254.0.0/16',
+      '172.16.0.0/12',
+      '192.0.0.0/24',
+      '192.168.0.0/16',
+      '198.18.0.0/15',
+      '224.0.0.0/4',
+      '240.0.0.0/4',
+    ]) {
+      const at = egress.indexOf(`-A EGRESS -d ${cidr} -j REJECT --reject-with icmp-admin-prohibited`);
+      expect(at, cidr).toBeGreaterThanOrEqual(0);
+      expect(at, cidr).toBeLessThan(accept);
+    }
   });
 
   it('drops by default and lets replies and the DNATed inbound path through first', () => {

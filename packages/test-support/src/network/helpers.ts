@@ -3,7 +3,8 @@ import { promisify } from 'node:util';
 
 /**
  * Test fixtures for the real network tests (root only). A fake "internet": a namespace behind a
- * veth with TEST-NET-3 addresses, serving HTTP on 203.0.113.1 and on 169.254.169.254. A policy-
+ * veth with TEST-NET-3 addresses, serving HTTP on 203.0.113.1, on 169.254.169.254 and on addresses
+ * of special-purpose ranges (IETF protocol assignments, benchmarking). A policy-
  * routing rule sends everything the test slots forward to that namespace or to "unreachable", so
  * no test packet can leave this machine even if a rule under test were wrong.
  */
@@ -16,6 +17,10 @@ export const INTERNET_ADDRESS = '203.0.113.1';
 /** The root namespace's address on the fake-internet link: a host address a sandbox must not reach. */
 export const INTERNET_ROOT_SIDE = '203.0.113.254';
 export const METADATA_ADDRESS = '169.254.169.254';
+/** Addresses of special-purpose ranges (192.0.0.0/24, 198.18.0.0/15) the fake internet serves too. */
+export const SPECIAL_PURPOSE_ADDRESSES: readonly string[] = ['192.0.0.8', '198.18.0.1'];
+/** Served like the metadata address: on the fake internet's loopback, routed to it. */
+const SERVED_ELSEWHERE = [METADATA_ADDRESS, ...SPECIAL_PURPOSE_ADDRESSES];
 /** Every test manager takes its host range from here. */
 export const TEST_SUPERNET = '10.237.0.0/16';
 const TEST_TABLE = '237';
@@ -147,7 +152,7 @@ export async function createTestInternet(): Promise<TestInternet> {
     ['-n', INTERNET_NS, '-batch', '-'],
     [
       `addr add ${INTERNET_ADDRESS}/24 dev eth0`,
-      `addr add ${METADATA_ADDRESS}/32 dev lo`,
+      ...SERVED_ELSEWHERE.map((a) => `addr add ${a}/32 dev lo`),
       'link set lo up',
       'link set eth0 up',
       `route add default via ${INTERNET_ROOT_SIDE}`,
@@ -160,7 +165,9 @@ export async function createTestInternet(): Promise<TestInternet> {
     [
       `route add throw ${TEST_SUPERNET} table ${TEST_TABLE}`,
       `route add 203.0.113.0/24 dev ${INTERNET_VETH} table ${TEST_TABLE}`,
-      `route add ${METADATA_ADDRESS}/32 via ${INTERNET_ADDRESS} dev ${INTERNET_VETH} table ${TEST_TABLE}`,
+      ...SERVED_ELSEWHERE.map(
+        (a) => `route add ${a}/32 via ${INTERNET_ADDRESS} dev ${INTERNET_VETH} table ${TEST_TABLE}`,
+      ),
       `route add unreachable default table ${TEST_TABLE}`,
       `rule add priority ${RULE_PRIORITY} from ${TEST_SUPERNET} lookup ${TEST_TABLE}`,
       '',

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { withoutSecrets } from '@agentenv/common';
 import { OciError } from './errors.js';
 import type { Special } from './unpack-plan.js';
 
@@ -30,7 +31,10 @@ export async function applySpecials(target: string, ops: readonly Special[]): Pr
   if (ops.length === 0) return;
   const lines = ops.map(({ rel, ...op }) => JSON.stringify({ ...op, path: join(target, rel) }));
   await new Promise<void>((resolve, reject) => {
-    const child = spawn('python3', ['-I', '-S', '-c', SPECIAL_SCRIPT], { stdio: ['pipe', 'ignore', 'pipe'] });
+    const child = spawn('python3', ['-I', '-S', '-c', SPECIAL_SCRIPT], {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: withoutSecrets(),
+    });
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
     child.on('error', (e) =>

@@ -5,6 +5,7 @@ import { chmod, lchown, link, lutimes, mkdir, open, rm, symlink, unlink } from '
 import { join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
+import { withoutSecrets } from '@agentenv/common';
 import { OciError } from './errors.js';
 import type { TarBudget } from './limits.js';
 import { readTar } from './tar.js';
@@ -46,7 +47,10 @@ async function decompressor(file: string): Promise<{ stream: Transform | null; s
 }
 
 function zstdProcess(file: string): Readable {
-  const child = spawn('zstd', ['-dcq', '--', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('zstd', ['-dcq', '--', file], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: withoutSecrets(),
+  });
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   child.on('error', (e) =>

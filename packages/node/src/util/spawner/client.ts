@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import type { Socket } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { withoutSecrets } from '@agentenv/common';
 import type { ProcessLauncher, ProcessOptions, ProcessResult } from '../subprocess.js';
 import { parseReply, wireOptions, type SpawnerRequest } from './protocol.js';
 
@@ -79,6 +80,8 @@ export class ProcessSpawner implements ProcessLauncher {
 
   private start(): ChildProcess {
     const child = spawn(process.execPath, [...SPAWNER_FLAGS, this.main], {
+      // What it runs inherits this environment: no secrets in it.
+      env: withoutSecrets(),
       stdio: ['pipe', 'pipe', 'inherit'],
       detached: true,
     });

@@ -21,7 +21,7 @@ export function wireOptions(o: WireOptions): WireOptions {
 /**
  * The process spawner's wire format: one JSON object per line, requests on its stdin and
  * replies on its stdout, matched by `id`. A run's `env`, when set, is the whole environment;
- * without it the spawner's own (the node's at its start).
+ * without it the spawner's own (the node's at its start); secrets are taken out of either.
  */
 export interface RunRequest extends WireOptions {
   readonly id: number;
