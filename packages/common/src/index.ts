@@ -18,6 +18,7 @@ export {
   type StreamLimits,
   type StreamResponse,
 } from './event-streams.js';
+export {
   isSecretName,
   keyFromEnv,
   keyInFile,
