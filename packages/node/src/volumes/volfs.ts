@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import type { Readable, Transform } from 'node:stream';
+import { finished, type Readable, type Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { runProcess } from '../util/index.js';
@@ -67,10 +67,15 @@ export class Volfs {
   async read(segments: readonly string[]): Promise<{ stream: Readable; size: number }> {
     const child = this.spawn(['read', rel(segments)]);
     child.stdin.end();
-    const stderr = collect(child.stderr);
+    const stderr = collect(child.stderr).catch(() => '');
     const header = await Promise.race([firstLine(child.stdout), failedToStart(child)]);
-    const size = parseLine<{ size: number }>(header, header === undefined ? await stderr : '').size;
-    return { stream: child.stdout, size };
+    try {
+      const size = parseLine<{ size: number }>(header, header === undefined ? await stderr : '').size;
+      return { stream: child.stdout, size };
+    } catch (err) {
+      child.stdout.destroy();
+      throw err;
+    }
   }
 
   /**
@@ -85,19 +90,17 @@ export class Volfs {
     meter: Transform,
   ): Promise<void> {
     const child = this.spawn(['write', rel(segments), tmp, owner.uid, owner.gid, owner.mode].map(String));
-    const stdout = collect(child.stdout);
-    const stderr = collect(child.stderr);
-    const exited = once(child, 'close') as Promise<[number | null]>;
-    const streamed = pipeline(body, meter, child.stdin).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    const failed = await streamed;
+    // Settled now, awaited later: none may reject unobserved while the upload streams.
+    const stdout = collect(child.stdout).catch(() => '');
+    const stderr = collect(child.stderr).catch(() => '');
+    const exited = (once(child, 'close') as Promise<[number | null]>).catch((e: unknown) => e as Error);
+    const failed = await feed(body, meter, child.stdin);
     // An aborted upload ends stdin as a complete one would: the file stays uncommitted, and is
     // removed by the caller.
     if (failed) child.kill('SIGKILL');
-    const [code] = await exited;
-    if (code === 0 && !failed) return;
+    const closed = await exited;
+    if (closed instanceof Error) throw closed;
+    if (closed[0] === 0 && !failed) return;
     const line = (await stdout).split('\n')[0];
     if (line) parseLine(line, await stderr);
     throw failed ?? new Error(`aenv-volfs failed: ${(await stderr).trim()}`);
@@ -105,6 +108,26 @@ export class Volfs {
 
   private spawn(args: readonly string[]): ChildProcessWithoutNullStreams {
     return spawn(this.helper, [this.root, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  }
+}
+
+/**
+ * `body` through `meter` into `sink`; what failed, if anything. A failure leaves `body` (the
+ * request) drained rather than destroyed, so the client's connection outlives a refused upload
+ * and gets its answer.
+ */
+async function feed(body: Readable, meter: Transform, sink: Writable): Promise<unknown> {
+  finished(body, (err) => {
+    if (err) meter.destroy(err);
+  });
+  body.pipe(meter);
+  try {
+    await pipeline(meter, sink);
+    return undefined;
+  } catch (err) {
+    body.unpipe(meter);
+    body.resume();
+    return err;
   }
 }
 
