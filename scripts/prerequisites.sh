@@ -3,10 +3,11 @@
 # development checkout) and scripts/install.sh (an installed release), so both install the same.
 # Defines lists and functions only; the caller decides what to install and when.
 
-# A node at run time: networking (ip, iptables/nft), mounts and processes, the base template build
-# (mmdebstrap), image unpacking (zstd, python3 for special files), and runsc (installed apart, below).
+# A node at run time: networking (ip, iptables/nft), mounts and processes, volume filesystems
+# (e2fsprogs' mkfs.ext4), the base template build (mmdebstrap), image unpacking (zstd, python3 for
+# special files), and runsc (installed apart, below).
 AENV_NODE_PACKAGES=(
-  iproute2 iptables nftables kmod procps psmisc util-linux attr
+  iproute2 iptables nftables kmod procps psmisc util-linux attr e2fsprogs
   mmdebstrap debian-archive-keyring
   python3 zstd curl ca-certificates
 )

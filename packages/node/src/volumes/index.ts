@@ -1,4 +1,4 @@
-export { VolumeStore, type VolumeInfo } from './store.js';
+export { VolumeStore, type VolumeInfo, type VolumeStoreOptions } from './store.js';
 export { VolumeFiles, type VolumeEntryStat } from './content.js';
 export {
   volumeRoutes,

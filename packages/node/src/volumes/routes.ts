@@ -35,10 +35,18 @@ const MetadataBody = Type.Object(
 
 const volumeAndToken = (v: VolumeInfo) => ({ volumeID: v.volumeID, name: v.name, token: v.token });
 
-/** E2B's volume management API (API key, like every control call). */
-export const volumeRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions> = async (app, { store }) => {
+/**
+ * E2B's volume management API (API key, like every control call). The volumes' images are
+ * mounted while the API serves and unmounted when it closes (node stop).
+ */
+export const volumeRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions> = async (
+  app,
+  { store, quotaBytes },
+) => {
+  await store.attachAll();
+  app.addHook('onClose', () => store.detachAll());
   app.post('/volumes', { schema: { body: NewVolume } }, async (req, reply) =>
-    reply.status(201).send(volumeAndToken(await store.create(req.body.name))),
+    reply.status(201).send(volumeAndToken(await store.create(req.body.name, quotaBytes))),
   );
   app.get('/volumes', async () => store.list().map((v) => ({ volumeID: v.volumeID, name: v.name })));
   app.get('/volumes/:volumeID', { schema: { params: VolumeParams } }, async (req) =>
@@ -55,9 +63,9 @@ export const volumeRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions> = asyn
  * the API key), served whether or not any sandbox mounts the volume.
  */
 export const volumeContentRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions> = async (app, opts) => {
-  const files = (req: Pick<FastifyRequest, 'headers'> & { params: { volumeID: string } }) => {
+  const files = async (req: Pick<FastifyRequest, 'headers'> & { params: { volumeID: string } }) => {
     const v = opts.store.authorize(req.params.volumeID, req.headers.authorization);
-    return new VolumeFiles(opts.store.dataDir(v), v.name, opts.quotaBytes);
+    return new VolumeFiles(await opts.store.attach(v), v.name, opts.quotaBytes);
   };
   // Uploads stream to disk untouched; the quota, not the control API's body limit, bounds them.
   app.addContentTypeParser('*', { bodyLimit: Number.MAX_SAFE_INTEGER }, (_req, payload, done) =>
@@ -66,32 +74,32 @@ export const volumeContentRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions>
   const base = `${VOLUME_CONTENT_PREFIX}:volumeID`;
 
   app.get(`${base}/path`, { schema: { params: VolumeParams, querystring: PathQuery } }, async (req) =>
-    files(req).stat(req.query.path),
+    (await files(req)).stat(req.query.path),
   );
   app.patch(
     `${base}/path`,
     { schema: { params: VolumeParams, querystring: PathQuery, body: MetadataBody } },
-    async (req) => files(req).updateMetadata(req.query.path, req.body),
+    async (req) => (await files(req)).updateMetadata(req.query.path, req.body),
   );
   app.delete(
     `${base}/path`,
     { schema: { params: VolumeParams, querystring: PathQuery } },
     async (req, reply) => {
-      await files(req).remove(req.query.path);
+      await (await files(req)).remove(req.query.path);
       return reply.status(204).send();
     },
   );
   app.get(`${base}/dir`, { schema: { params: VolumeParams, querystring: ListQuery } }, async (req) =>
-    files(req).list(req.query.path, req.query.depth ?? 1),
+    (await files(req)).list(req.query.path, req.query.depth ?? 1),
   );
   app.post(`${base}/dir`, { schema: { params: VolumeParams, querystring: WriteQuery } }, async (req, reply) =>
-    reply.status(201).send(await files(req).makeDir(req.query.path, req.query)),
+    reply.status(201).send(await (await files(req)).makeDir(req.query.path, req.query)),
   );
   app.get(
     `${base}/file`,
     { schema: { params: VolumeParams, querystring: PathQuery } },
     async (req, reply) => {
-      const { stream, size } = await files(req).read(req.query.path);
+      const { stream, size } = await (await files(req)).read(req.query.path);
       return reply
         .header('content-type', 'application/octet-stream')
         .header('content-length', size)
@@ -102,7 +110,7 @@ export const volumeContentRoutes: FastifyPluginAsyncTypebox<VolumeRoutesOptions>
     `${base}/file`,
     { schema: { params: VolumeParams, querystring: WriteQuery } },
     async (req, reply) => {
-      const f = files(req);
+      const f = await files(req);
       const declared = Number(req.headers['content-length']);
       const body = (req.body as Readable | undefined) ?? Readable.from([]);
       const stat = await f.write(req.query.path, body, {

@@ -1,10 +1,11 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { lchown, mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { lchown, mkdir, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { conflict, DomainError } from '@agentenv/common';
-import { newSandboxId } from '../util/index.js';
+import { KeyedMutex, newSandboxId } from '../util/index.js';
 import { DEFAULT_OWNER } from './content.js';
+import { isMountPoint, makeImage, mountImage, unmountImage } from './image.js';
 import { checkVolumeName } from './rules.js';
 
 /** One volume as the node keeps it (`volume.json` beside its `data/` directory). */
@@ -18,20 +19,38 @@ export interface VolumeInfo {
 
 const META = 'volume.json';
 const DATA = 'data';
+const IMAGE = 'volume.img';
 
 const ID = /^vol[a-z0-9]{17}$/;
 
+export interface VolumeStoreOptions {
+  /**
+   * `image` (default): each volume is a filesystem image of its quota (image.ts) mounted at its
+   * `data/`, so sandbox writes are bounded too. `directory`: `data/` is a plain directory, which
+   * only the content API's own accounting bounds (for tests on machines without loop devices).
+   */
+  backing?: 'image' | 'directory';
+}
+
 /**
- * Volumes as directories under one root: `<root>/<volumeID>/{volume.json,data/}`. The root may
- * be a shared posix_fs path, so any node that mounts it serves the same volumes; nothing is
- * cached, so what another node creates or destroys is seen at once.
+ * Volumes under one root: `<root>/<volumeID>/{volume.json,volume.img,data/}`. The root may be a
+ * shared posix_fs path, so any node that mounts it serves the same volumes; nothing is cached,
+ * so what another node creates or destroys is seen at once. An image is mounted on one node at a
+ * time (the first to attach it; see image.ts).
  */
 export class VolumeStore {
   /** Creates under way here, so two concurrent creates of one name conflict. */
   private readonly creating = new Set<string>();
+  /** Attaching and detaching one volume's image run one at a time. */
+  private readonly mounting = new KeyedMutex();
+  private readonly backing: 'image' | 'directory';
 
-  constructor(readonly root: string) {
+  constructor(
+    readonly root: string,
+    opts: VolumeStoreOptions = {},
+  ) {
     mkdirSync(root, { recursive: true, mode: 0o700 });
+    this.backing = opts.backing ?? 'image';
   }
 
   list(): VolumeInfo[] {
@@ -45,7 +64,8 @@ export class VolumeStore {
     return ID.test(volumeID) ? readMeta(path.join(this.root, volumeID)) : undefined;
   }
 
-  async create(name: string): Promise<VolumeInfo> {
+  /** A new volume; with image backing, its image holds `quotaBytes` (what sandboxes can write). */
+  async create(name: string, quotaBytes: number): Promise<VolumeInfo> {
     checkVolumeName(name);
     if (this.creating.has(name) || this.findByName(name)) throw conflict(`volume ${name} already exists`);
     const v: VolumeInfo = {
@@ -57,19 +77,30 @@ export class VolumeStore {
     this.creating.add(name);
     const dir = path.join(this.root, v.volumeID);
     try {
-      await mkdir(path.join(dir, DATA), { recursive: true, mode: 0o755 });
-      // Sandboxes' default user owns the root, so agents can write a fresh volume.
-      await lchown(path.join(dir, DATA), DEFAULT_OWNER.uid, DEFAULT_OWNER.gid);
+      await this.makeData(dir, quotaBytes);
       const tmp = path.join(dir, `${META}.tmp`);
       await writeFile(tmp, JSON.stringify(v), { mode: 0o600 });
       await rename(tmp, path.join(dir, META));
     } catch (err) {
+      await this.release(dir).catch(() => undefined);
       await rm(dir, { recursive: true, force: true });
       throw err;
     } finally {
       this.creating.delete(name);
     }
     return v;
+  }
+
+  private async makeData(dir: string, quotaBytes: number): Promise<void> {
+    const data = path.join(dir, DATA);
+    await mkdir(data, { recursive: true, mode: 0o755 });
+    // Sandboxes' default user owns the root, so agents can write a fresh volume.
+    await lchown(data, DEFAULT_OWNER.uid, DEFAULT_OWNER.gid);
+    if (this.backing === 'directory') return;
+    await makeImage(path.join(dir, IMAGE), quotaBytes, DEFAULT_OWNER);
+    await mountImage(path.join(dir, IMAGE), data);
+    // A fresh filesystem that no sandbox has seen yet: its lost+found is no file of the user's.
+    await rmdir(path.join(data, 'lost+found'));
   }
 
   /** By id; a 404 naming it when unknown. */
@@ -92,15 +123,56 @@ export class VolumeStore {
     return v;
   }
 
-  /** Host directory holding the volume's files (what sandboxes bind-mount). */
+  /**
+   * Host directory holding the volume's files (what sandboxes bind-mount), which must be
+   * attached already: a 409 when its image is not mounted here (e.g. another node has it).
+   */
   dataDir(v: VolumeInfo): string {
-    return path.join(this.root, v.volumeID, DATA);
+    const dir = path.join(this.root, v.volumeID);
+    if (existsSync(path.join(dir, IMAGE)) && !isMountPoint(path.join(dir, DATA)))
+      throw conflict(`volume ${v.name} is not attached on this node`);
+    return path.join(dir, DATA);
   }
 
-  /** False when unknown. The files are removed with it. */
+  /** The volume's data directory, its image mounted first when it is not. */
+  async attach(v: VolumeInfo): Promise<string> {
+    const dir = path.join(this.root, v.volumeID);
+    const data = path.join(dir, DATA);
+    await this.mounting.run(v.volumeID, async () => {
+      if (existsSync(path.join(dir, IMAGE)) && !isMountPoint(data))
+        await mountImage(path.join(dir, IMAGE), data);
+    });
+    return data;
+  }
+
+  /**
+   * Mounts every volume's image (node start: sandboxes resumed from a capture bind their volume
+   * directories again, which must not be the empty mount points). A volume that cannot be
+   * attached (another node has it) stays detached, and says so when used.
+   */
+  async attachAll(): Promise<void> {
+    for (const v of this.list()) await this.attach(v).catch(() => undefined);
+  }
+
+  /** Unmounts every volume's image (node stop). */
+  async detachAll(): Promise<void> {
+    for (const v of this.list()) await this.release(path.join(this.root, v.volumeID));
+  }
+
+  private async release(dir: string): Promise<void> {
+    const data = path.join(dir, DATA);
+    await this.mounting.run(path.basename(dir), async () => {
+      if (isMountPoint(data)) await unmountImage(data);
+    });
+  }
+
+  /** False when unknown. The files are removed with it, its image unmounted first. */
   async destroy(volumeID: string): Promise<boolean> {
     if (!this.find(volumeID)) return false;
     const dir = path.join(this.root, volumeID);
+    await this.release(dir);
+    // Never recursing into a filesystem sandboxes still write.
+    if (isMountPoint(path.join(dir, DATA))) throw new Error(`volume ${volumeID} is still mounted`);
     // The metadata goes first, so a crash mid-removal never leaves a half-deleted volume listed.
     await rm(path.join(dir, META), { force: true });
     await rm(dir, { recursive: true, force: true });

@@ -8,11 +8,14 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { VolumeFiles } from '../../src/volumes/content.js';
 import { VolumeStore } from '../../src/volumes/store.js';
 
+// Plain directories: loop-mounted images (the default) are the security suite's (volume-*.test.ts).
+const PLAIN = { backing: 'directory' } as const;
+const QUOTA = 1 << 20;
 let dir: string;
 let store: VolumeStore;
 beforeEach(async () => {
   dir = await mkdtemp(path.join(tmpdir(), 'aenv-volume-'));
-  store = new VolumeStore(path.join(dir, 'volumes'));
+  store = new VolumeStore(path.join(dir, 'volumes'), PLAIN);
 });
 afterEach(() => rm(dir, { recursive: true, force: true }));
 
@@ -25,31 +28,31 @@ const body = (s: string) => Readable.from([Buffer.from(s)]);
 
 describe('VolumeStore', () => {
   it('creates, finds, reloads and destroys volumes; names are unique', async () => {
-    const v = await store.create('data');
+    const v = await store.create('data', QUOTA);
     expect(v.token.length).toBeGreaterThan(30);
-    expect(await kind(store.create('data'))).toBe('conflict');
-    expect(await kind(store.create('../x'))).toBe('invalid');
-    const again = new VolumeStore(store.root);
+    expect(await kind(store.create('data', QUOTA))).toBe('conflict');
+    expect(await kind(store.create('../x', QUOTA))).toBe('invalid');
+    const again = new VolumeStore(store.root, PLAIN);
     expect(again.list().map((x) => x.name)).toEqual(['data']);
     expect(again.get(v.volumeID).token).toBe(v.token);
     expect(await again.destroy(v.volumeID)).toBe(true);
     expect(await again.destroy(v.volumeID)).toBe(false);
-    expect(new VolumeStore(store.root).list()).toEqual([]);
+    expect(new VolumeStore(store.root, PLAIN).list()).toEqual([]);
   });
 
   it('sees at once what another node sharing the root creates and destroys', async () => {
-    const other = new VolumeStore(store.root);
-    const v = await store.create('shared');
+    const other = new VolumeStore(store.root, PLAIN);
+    const v = await store.create('shared', QUOTA);
     expect(other.findByName('shared')?.volumeID).toBe(v.volumeID);
-    expect(await kind(other.create('shared'))).toBe('conflict');
+    expect(await kind(other.create('shared', QUOTA))).toBe('conflict');
     expect(await other.destroy(v.volumeID)).toBe(true);
     expect(() => store.get(v.volumeID)).toThrow(/not found/);
     expect(() => store.get('../secrets')).toThrow(/not found/);
   });
 
   it('authorises the content API with the volume token only', async () => {
-    const a = await store.create('a');
-    const b = await store.create('b');
+    const a = await store.create('a', QUOTA);
+    const b = await store.create('b', QUOTA);
     expect(store.authorize(a.volumeID, `Bearer ${a.token}`).name).toBe('a');
     for (const h of [undefined, '', `Bearer ${b.token}`, a.token, `Bearer ${a.token}x`])
       expect(() => store.authorize(a.volumeID, h)).toThrow(/volume token/);
@@ -59,7 +62,7 @@ describe('VolumeStore', () => {
 
 describe('VolumeFiles', () => {
   const files = async (quota = 1 << 20) => {
-    const v = await store.create('v');
+    const v = await store.create('v', QUOTA);
     return { f: new VolumeFiles(store.dataDir(v), v.name, quota), root: store.dataDir(v) };
   };
 
