@@ -13,7 +13,9 @@ export {
 export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
-export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
+export { routeRequest, type SandboxRoute } from './sandbox-route.js';
+export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
+export { nodeOnlyEnvdPath, nodeOnlyEnvdRefusal } from './envd-paths.js';
 export {
   compareListed,
   decodePageCursor,
