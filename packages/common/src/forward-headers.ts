@@ -25,7 +25,8 @@ export type HeaderSource = Pick<IncomingMessage, 'rawHeaders' | 'headers'>;
  * A request's headers as a flat `[name, value, …]` list (the form http.request sends as given),
  * with each name spelled as the client sent it: E2B's proxy hands sandboxes `Host:`, not `host:`.
  * `keep` decides by the lower-cased name; HTTP/2 pseudo-headers never pass. The Host is `host`
- * when given, else the client's (an HTTP/2 client's :authority).
+ * when given, else the client's (an HTTP/2 client's :authority), and is always spelled `Host`, as
+ * Go's proxy writes it whatever the client sent (fetch and HTTP/2 send `host`).
  */
 export function copyRawHeaders(req: HeaderSource, keep: (name: string) => boolean, host?: string): string[] {
   const out: string[] = [];
@@ -38,7 +39,7 @@ export function copyRawHeaders(req: HeaderSource, keep: (name: string) => boolea
       if (hostAt >= 0) continue;
       hostAt = out.length;
     }
-    out.push(name, req.rawHeaders[i + 1]!);
+    out.push(lower === 'host' ? 'Host' : name, req.rawHeaders[i + 1]!);
   }
   const value = host ?? (hostAt < 0 ? req.headers.host : undefined);
   if (value !== undefined) {

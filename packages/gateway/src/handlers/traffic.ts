@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ask, type GatewayContext } from '../context.js';
 import { DomainError, errorBody, nodeOnlyEnvdRefusal, type SandboxRoute } from '@agentenv/common';
@@ -71,7 +71,7 @@ export async function handleTrafficUpgrade(
     const { status, body } = errorBody(err);
     const data = JSON.stringify(body);
     socket.end(
-      `HTTP/1.1 ${status} ${status === 502 ? 'Bad Gateway' : 'Error'}\r\nconnection: close\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nconnection: close\r\n` +
         `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(data)}\r\n\r\n${data}`,
     );
   }

@@ -78,7 +78,13 @@ describe('proxy routing', () => {
       forwardHeaders(req(['connection', 'upgrade', 'upgrade', 'websocket']), { keepUpgrade: true }),
     ).toEqual(['connection', 'upgrade', 'upgrade', 'websocket']);
   });
-  it('puts a masked Host in the client’s place, and an HTTP/2 :authority as Host', () => {
+  it('puts a masked Host in the client’s place, and an HTTP/2 :authority as Host, spelled Host', () => {
+    expect(forwardHeaders(req(['host', 'x', 'x-a', '1']), { keepUpgrade: false })).toEqual([
+      'Host',
+      'x',
+      'x-a',
+      '1',
+    ]);
     expect(
       forwardHeaders(req(['A', '1', 'Host', 'x', 'B', '2']), { keepUpgrade: false, host: 'localhost:80' }),
     ).toEqual(['A', '1', 'Host', 'localhost:80', 'B', '2']);
