@@ -55,6 +55,19 @@ function postViaHost(host: string, path: string, body: string): Promise<number> 
   });
 }
 
+/** A GET through the node's proxy with header names exactly as given: the body. */
+function getRaw(headers: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: PORT, path: '/', headers }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve(body));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 const detail = async (id: string) =>
   (await api('GET', `/sandboxes/${id}`)).json as { state: string; endAt: string; envdAccessToken?: string };
 
@@ -141,8 +154,9 @@ describe('sandbox pages and headers', () => {
       const native = await fetch(`${PROXY}/proxy/${plain.sandboxId}/8080/`);
       expect(native.headers.get('content-security-policy')).toBe(CSP);
 
-      const seen = (await getViaHost(host, '/')).body;
-      expect(seen).toContain(`Host: ${host}\n`);
+      // As Go's proxy sends them: Host as Host, whatever the client wrote; other names as written.
+      const seen = await getRaw(['host', host, 'X-Mixed-Case', '1', 'x-lower', '2']);
+      expect(seen).toContain(`Host: ${host}\nX-Mixed-Case: 1\nx-lower: 2\n`);
       await eventually(async () =>
         expect((await getViaHost(masked.getHost(8080), '/')).body).toContain('Host: localhost:8080\n'),
       );
