@@ -30,7 +30,9 @@ export {
 } from './secrets.js';
 export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } from './process-policy.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
-export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
+export { routeRequest, type SandboxRoute } from './sandbox-route.js';
+export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
+export { nodeOnlyEnvdPath, nodeOnlyEnvdRefusal } from './envd-paths.js';
 export {
   compareListed,
   decodePageCursor,

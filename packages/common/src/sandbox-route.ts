@@ -66,29 +66,3 @@ export function routeRequest(
   }
   return undefined;
 }
-
-/** Headers that describe one hop, or our routing, and are not passed to the sandbox. */
-const DROP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'te',
-  'trailer',
-  'upgrade',
-  'e2b-sandbox-id',
-  'e2b-sandbox-port',
-  'x-agentenv-sandbox-id',
-  'x-agentenv-target-port',
-  'e2b-traffic-access-token',
-  'x-api-key',
-]);
-
-export function forwardHeaders(headers: IncomingHttpHeaders, keepUpgrade: boolean): IncomingHttpHeaders {
-  const out: IncomingHttpHeaders = {};
-  for (const [k, v] of Object.entries(headers)) {
-    if (DROP.has(k) && !(keepUpgrade && (k === 'upgrade' || k === 'connection'))) continue;
-    out[k] = v;
-  }
-  return out;
-}

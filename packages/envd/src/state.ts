@@ -12,6 +12,13 @@ export interface InitRequest {
   timestamp?: string;
 }
 
+/**
+ * How far ahead of envd's clock an /init's timestamp may be: the node and the sandbox share the
+ * host's clock, so this only absorbs rounding. A later time is refused, since it would make envd
+ * ignore every /init until then.
+ */
+export const INIT_CLOCK_SKEW_MS = 60_000;
+
 /** Sandbox-wide state of one envd: set by /init, read by every request. */
 export class EnvdState {
   readonly users: UserDatabase;
@@ -20,20 +27,27 @@ export class EnvdState {
   defaultUser: string;
   defaultWorkdir: string | undefined;
   private lastInit = 0;
+  private readonly now: () => number;
 
-  constructor(opts: { defaultUser: string; etcDir?: string }) {
+  constructor(opts: { defaultUser: string; etcDir?: string; now?: () => number }) {
     this.defaultUser = opts.defaultUser;
     this.users = new UserDatabase(opts.etcDir);
+    this.now = opts.now ?? Date.now;
   }
 
   /**
    * Applies an /init body. Inits carry the node's clock; an older one than the last applied is
-   * ignored, so a delayed retry cannot roll a sandbox back to stale settings.
+   * ignored, so a delayed retry cannot roll a sandbox back to stale settings; one from beyond
+   * INIT_CLOCK_SKEW_MS ahead is refused.
    */
   init(body: InitRequest): void {
     if (body.timestamp !== undefined) {
       const t = Date.parse(body.timestamp);
       if (Number.isNaN(t)) throw invalidArgument('timestamp must be an ISO-8601 time');
+      if (t > this.now() + INIT_CLOCK_SKEW_MS)
+        throw invalidArgument(
+          `timestamp ${body.timestamp} is more than ${INIT_CLOCK_SKEW_MS / 1000} s ahead of the sandbox's clock`,
+        );
       if (t < this.lastInit) return;
       this.lastInit = t;
     }

@@ -1,7 +1,8 @@
-import type { IncomingMessage } from 'node:http';
+import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ask, type GatewayContext } from '../context.js';
-import { DomainError, errorBody, type SandboxRoute } from '@agentenv/common';
+import { DomainError, errorBody, nodeOnlyEnvdRefusal, type SandboxRoute } from '@agentenv/common';
+import { ENVD_PORT } from '@agentenv/protocol';
 import { sendJson } from '../http.js';
 import type { Binding } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
@@ -38,6 +39,9 @@ export async function handleTraffic(
       code: 400,
       message: 'sandbox routing needs a sandbox id and a port (1-65535)',
     });
+  // Refused here too, before the sandbox is looked up: a node refuses it as well.
+  const refusal = nodeOnlyEnvdRefusal(route, ENVD_PORT);
+  if (refusal) throw refusal;
   const b = await bindingFor(ctx, route);
   if (!b) return sendJson(res, 502, notFoundBody(route.sandboxId));
   const extra = routingHeaders(req, route);
@@ -54,6 +58,8 @@ export async function handleTrafficUpgrade(
 ): Promise<void> {
   socket.on('error', () => socket.destroy());
   try {
+    const refusal = nodeOnlyEnvdRefusal(route, ENVD_PORT);
+    if (refusal) throw refusal;
     const b = await bindingFor(ctx, route);
     if (!b) throw new DomainError('bad_gateway', `sandbox ${route.sandboxId} was not found`);
     const extra = routingHeaders(req, route);
@@ -65,7 +71,7 @@ export async function handleTrafficUpgrade(
     const { status, body } = errorBody(err);
     const data = JSON.stringify(body);
     socket.end(
-      `HTTP/1.1 ${status} ${status === 502 ? 'Bad Gateway' : 'Error'}\r\nconnection: close\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Error'}\r\nconnection: close\r\n` +
         `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(data)}\r\n\r\n${data}`,
     );
   }

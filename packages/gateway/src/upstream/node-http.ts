@@ -9,7 +9,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { DomainError } from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
-import { requestHeaders } from './headers.js';
+import { rawRequestHeaders } from './headers.js';
 
 /**
  * A client's request and response. Over HTTP/2 they are the compat objects, handed on as these
@@ -28,7 +28,8 @@ export interface NodeAnswer {
 export interface NodeCall {
   method: string;
   path: string;
-  headers: OutgoingHttpHeaders;
+  /** An object, or a flat `[name, value, …]` list sent with its names as spelled. */
+  headers: OutgoingHttpHeaders | string[];
   body?: Buffer;
   /** No answer within this → 504; undefined = wait as long as it takes. */
   timeoutMs?: number;
@@ -109,7 +110,7 @@ export class NodeHttp {
       const up = this.open(node, {
         method: req.method ?? 'GET',
         path: opts.path ?? req.url ?? '/',
-        headers: requestHeaders(req.headers, {
+        headers: rawRequestHeaders(req, {
           upgrade: false,
           tls: opts.tls,
           ...(opts.extraHeaders ? { extra: opts.extraHeaders } : {}),
@@ -153,7 +154,7 @@ export class NodeHttp {
       const up = this.open(node, {
         method: req.method ?? 'GET',
         path: req.url ?? '/',
-        headers: requestHeaders(req.headers, {
+        headers: rawRequestHeaders(req, {
           upgrade: true,
           tls: opts.tls,
           ...(opts.extraHeaders ? { extra: opts.extraHeaders } : {}),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classify } from '../../src/routing/classify.js';
 import { TemplateAffinity } from '../../src/routing/template-affinity.js';
-import { requestHeaders } from '../../src/upstream/headers.js';
+import { rawRequestHeaders, requestHeaders } from '../../src/upstream/headers.js';
 
 describe('control-plane routing', () => {
   it.each([
@@ -71,6 +71,28 @@ describe('headers sent to a node', () => {
       { upgrade: true, tls: false, extra: { 'e2b-sandbox-id': 'abc' } },
     );
     expect(h).toMatchObject({ connection: 'Upgrade', upgrade: 'websocket', 'e2b-sandbox-id': 'abc' });
+  });
+
+  it('keep the names as the client spelled them when streamed through to a sandbox', () => {
+    const h = rawRequestHeaders(
+      {
+        rawHeaders: ['Host', '8080-abc.example.test', 'Connection', 'keep-alive', 'X-Mixed', '1'],
+        headers: { host: '8080-abc.example.test', connection: 'keep-alive', 'x-mixed': '1' },
+      },
+      { upgrade: false, tls: false, extra: { 'e2b-sandbox-id': 'abc' } },
+    );
+    expect(h).toEqual([
+      'Host',
+      '8080-abc.example.test',
+      'X-Mixed',
+      '1',
+      'X-Forwarded-Proto',
+      'http',
+      'X-Forwarded-Host',
+      '8080-abc.example.test',
+      'e2b-sandbox-id',
+      'abc',
+    ]);
   });
 });
 

@@ -8,6 +8,10 @@ export const NetworkBody = Type.Object(
     allowOut: Type.Optional(Cidrs),
     denyOut: Type.Optional(Cidrs),
     allowPublicTraffic: Type.Optional(Type.Boolean()),
+    /** The Host the sandbox's servers see (`${PORT}` is filled in): printable, no spaces. */
+    maskRequestHost: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 512, pattern: '^[\\x21-\\x7e]+$' }),
+    ),
   },
   { additionalProperties: true },
 );

@@ -43,6 +43,7 @@ export function detailBody(rec: SandboxRecord, domain: string | undefined) {
       allowOut: rec.egress.allowOut,
       denyOut: rec.egress.denyOut,
       allowPublicTraffic: rec.allowPublicTraffic,
+      ...(rec.maskRequestHost ? { maskRequestHost: rec.maskRequestHost } : {}),
     },
     lifecycle: { onTimeout: rec.autoPause ? 'pause' : 'kill', autoResume: rec.autoResume },
     volumeMounts: rec.volumeMounts ?? [],

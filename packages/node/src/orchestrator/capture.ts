@@ -77,6 +77,7 @@ export class Capturer {
         secure: parent.secure,
         egress: parent.egress,
         allowPublicTraffic: parent.allowPublicTraffic,
+        ...(parent.maskRequestHost ? { maskRequestHost: parent.maskRequestHost } : {}),
       };
       const results = await Promise.allSettled(
         Array.from({ length: count }, () => this.creator.child(template, input, id)),

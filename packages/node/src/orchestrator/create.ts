@@ -23,6 +23,8 @@ export interface CreateSandboxInput {
   secure: boolean;
   egress: EgressRules;
   allowPublicTraffic: boolean;
+  /** The Host proxied requests carry to the sandbox's servers (`${PORT}` filled in). */
+  maskRequestHost?: string;
   /** Volumes to bind-mount read-write: the name and path shown, the host directory behind them. */
   volumeMounts?: readonly { name: string; path: string; hostPath: string }[];
 }
@@ -179,6 +181,7 @@ export class Creator {
       egress: input.egress,
       allowPublicTraffic: input.allowPublicTraffic,
       ...(!input.allowPublicTraffic ? { trafficAccessToken: trafficAccessToken(nodeSecret, id) } : {}),
+      ...(input.maskRequestHost ? { maskRequestHost: input.maskRequestHost } : {}),
       envdVersion: template.envdVersion,
       ...(shownMounts ? { volumeMounts: shownMounts } : {}),
     };

@@ -44,6 +44,8 @@ export interface SandboxRecord {
   egress: EgressRules;
   allowPublicTraffic: boolean;
   trafficAccessToken?: string;
+  /** The Host its servers see on proxied requests (`${PORT}` is the port asked for); absent: the client's. */
+  maskRequestHost?: string;
   envdVersion: string;
   /** Volumes bind-mounted into it (they stay in its captures, so pause/resume and forks keep them). */
   volumeMounts?: { name: string; path: string }[];

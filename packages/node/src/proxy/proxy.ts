@@ -1,26 +1,18 @@
-import {
-  Agent,
-  request,
-  STATUS_CODES,
-  type ClientRequest,
-  type IncomingMessage,
-  type ServerResponse,
-} from 'node:http';
+import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import {
-  DomainError,
-  errorBody,
-  errorHeaders,
-  forwardHeaders,
-  safeEqual,
-  type SandboxRoute,
-} from '@agentenv/common';
-import { ENVD_PORT } from '@agentenv/protocol';
+import { DomainError, forwardHeaders, statusBody, type SandboxRoute } from '@agentenv/common';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
+import { authorize, refuseNodeOnly } from './access.js';
+import { errorResponseText, sandboxNotFound, sendAnswer, sendError } from './answers.js';
+import { clientHeaders, maskedHost } from './headers.js';
+import { bodyDeadline, isReplayable, readBody } from './request-body.js';
 
 /** Proxy auto-resume guarantees at least this much life (AGENTENV-API.md §2). */
 const AUTO_RESUME_SECS = 300;
+
+/** Longest a client may pause while sending a request body before it is answered 408. */
+const BODY_IDLE_MS = 60_000;
 
 /** What the proxy needs of the orchestrator. */
 export type ProxyTargets = Pick<
@@ -28,12 +20,10 @@ export type ProxyTargets = Pick<
   'find' | 'settled' | 'connect' | 'resumeForMemory' | 'target' | 'activity' | 'wake'
 >;
 
-/**
- * E2B's answer for traffic to a sandbox that is unknown, gone or paused without auto-resume
- * (E2B-COMPAT.md §1): the SDK's isRunning() reads it as "not running".
- */
-export function sandboxNotFound(sandboxId: string): DomainError {
-  return new DomainError('bad_gateway', 'The sandbox was not found', undefined, { details: { sandboxId } });
+/** Where a resolved request goes: the sandbox's host-side address, and the Host it is to see. */
+interface Upstream {
+  address: string;
+  host: string | undefined;
 }
 
 /**
@@ -44,11 +34,15 @@ export function sandboxNotFound(sandboxId: string): DomainError {
 export class SandboxProxy {
   private readonly agents = new Map<string, Agent>();
   private readonly upgraded = new Map<string, Set<Socket>>();
+  private readonly bodyIdleMs: number;
 
   constructor(
     private readonly orch: ProxyTargets,
     private readonly logger: Logger,
-  ) {}
+    opts: { bodyIdleMs?: number } = {},
+  ) {
+    this.bodyIdleMs = opts.bodyIdleMs ?? BODY_IDLE_MS;
+  }
 
   private agent(id: string): Agent {
     let a = this.agents.get(id);
@@ -67,19 +61,22 @@ export class SandboxProxy {
 
   /**
    * Where a request for `route` goes: the running sandbox's host-side address. Waits for an
-   * operation under way; resumes a paused sandbox with autoResume. Throws the answer otherwise
-   * (a DomainError: unknown or paused sandbox, bad routing, a missing traffic token, or why the
-   * auto-resume was refused).
+   * operation under way; checks the request's credentials, and only then resumes a paused
+   * sandbox with autoResume or wakes a frozen one. Throws the answer otherwise (a DomainError:
+   * unknown or paused sandbox, bad routing, a node-only envd path, a missing traffic token, or
+   * why the auto-resume was refused).
    */
-  async resolve(route: SandboxRoute, headers: IncomingMessage['headers']): Promise<{ address: string }> {
+  async resolve(route: SandboxRoute, req: Pick<IncomingMessage, 'headers' | 'method'>): Promise<Upstream> {
     if (!route.sandboxId || !route.port)
       throw new DomainError('invalid', 'sandbox routing needs a sandbox id and a port (1-65535)');
+    refuseNodeOnly(route);
     let rec = this.orch.find(route.sandboxId);
     if (rec && isTransient(rec.state)) {
       await this.orch.settled(rec.sandboxId);
       rec = this.orch.find(route.sandboxId);
     }
     if (!rec) throw sandboxNotFound(route.sandboxId);
+    authorize(rec, route, req);
     if (rec.state === 'paused') {
       if (!rec.autoResume && !rec.pausedForMemory)
         throw route.native
@@ -101,43 +98,43 @@ export class SandboxProxy {
         throw err instanceof DomainError && err.kind === 'not_found' ? sandboxNotFound(route.sandboxId) : err;
       });
     }
-    if (route.port !== ENVD_PORT && rec.trafficAccessToken) {
-      const given = headers['e2b-traffic-access-token'];
-      if (typeof given !== 'string' || !safeEqual(given, rec.trafficAccessToken))
-        throw new DomainError('forbidden', 'missing or invalid traffic access token');
-    }
     // A sandbox frozen for idleness runs again before the request reaches it.
     await this.orch.wake(rec.sandboxId);
     const target = this.orch.target(rec.sandboxId);
     if (!target) throw sandboxNotFound(route.sandboxId);
-    return { address: target.address };
+    return { address: target.address, host: maskedHost(rec, route.port) };
   }
 
   async handle(route: SandboxRoute, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    let outcome: { address: string };
+    let to: Upstream;
     try {
-      outcome = await this.resolve(route, req.headers);
+      to = await this.resolve(route, req);
     } catch (err) {
       return sendError(res, err);
     }
     // Open until the answer is sent or the client leaves: a streamed command counts as activity.
     res.once('close', this.orch.activity.begin(route.sandboxId));
-    const body = await replayableBody(req);
+    const body = isReplayable(req) ? await readBody(req, this.bodyIdleMs) : undefined;
+    if (body === 'gone') return;
+    if (body === 'stalled') return this.stalled(res);
     let upstream: ClientRequest | undefined;
     res.once('close', () => {
       if (!res.writableFinished) upstream?.destroy();
     });
     const send = (attempt: number) => {
       upstream = request({
-        host: outcome.address,
+        host: to.address,
         port: route.port,
         method: req.method,
         path: route.path,
-        headers: forwardHeaders(req.headers, false),
+        headers: forwardHeaders(req, {
+          keepUpgrade: false,
+          ...(to.host !== undefined ? { host: to.host } : {}),
+        }),
         agent: this.agent(route.sandboxId),
       });
       upstream.on('response', (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
+        res.writeHead(up.statusCode ?? 502, clientHeaders(up, route));
         // Server-sent events and streamed RPC output must reach the client as they are produced.
         res.flushHeaders();
         up.pipe(res);
@@ -164,28 +161,43 @@ export class SandboxProxy {
           }),
         );
       });
-      if (body) upstream.end(body);
-      else req.pipe(upstream);
+      if (body) return void upstream.end(body);
+      req.pipe(upstream);
+      // Once the sandbox answers, how long its request stays open is its own affair.
+      bodyDeadline(req, this.bodyIdleMs, () => {
+        if (res.headersSent) return;
+        upstream?.destroy();
+        this.stalled(res);
+      });
     };
     send(0);
   }
 
+  /** The answer to a client that stopped sending its body: 408, and the connection closed. */
+  private stalled(res: ServerResponse): void {
+    const secs = Math.round(this.bodyIdleMs / 1000);
+    sendAnswer(res, statusBody(408, `the request body stalled: no data for ${secs} s`), true);
+  }
+
   async upgrade(route: SandboxRoute, req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     socket.on('error', () => socket.destroy());
-    let outcome: { address: string };
+    let to: Upstream;
     try {
-      outcome = await this.resolve(route, req.headers);
+      to = await this.resolve(route, req);
     } catch (err) {
       socket.end(errorResponseText(err));
       return;
     }
     socket.once('close', this.orch.activity.begin(route.sandboxId));
     const upstream = request({
-      host: outcome.address,
+      host: to.address,
       port: route.port,
       method: req.method,
       path: route.path,
-      headers: forwardHeaders(req.headers, true),
+      headers: forwardHeaders(req, {
+        keepUpgrade: true,
+        ...(to.host !== undefined ? { host: to.host } : {}),
+      }),
     });
     upstream.on('upgrade', (up, upSocket, upHead) => {
       const lines = [`HTTP/1.1 ${up.statusCode} ${up.statusMessage}`];
@@ -218,43 +230,3 @@ export class SandboxProxy {
 
 /** Pauses before sending a request again whose connection was reset before any answer. */
 const RESEND_DELAYS_MS = [100, 300, 800, 1500];
-
-/** Requests up to this size are read whole first, so they can be sent again. */
-const REPLAYABLE_BYTES = 256 * 1024;
-
-/** The whole body of a small request (empty when it has none); undefined for one to stream. */
-async function replayableBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  if (req.headers['transfer-encoding']) return undefined;
-  if (Number(req.headers['content-length'] ?? 0) > REPLAYABLE_BYTES) return undefined;
-  const chunks: Buffer[] = [];
-  for await (const c of req) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
-}
-
-/** An error as the one mapping words it (@agentenv/common); mid-answer, the connection is cut. */
-export function sendError(res: ServerResponse, err: unknown): void {
-  if (res.headersSent) return void res.destroy();
-  const r = errorBody(err);
-  const data = JSON.stringify(r.body);
-  res.writeHead(r.status, {
-    'content-type': 'application/json',
-    'content-length': Buffer.byteLength(data),
-    ...errorHeaders(r),
-  });
-  res.end(data);
-}
-
-/** The same answer written on the raw socket of a refused WebSocket upgrade. */
-export function errorResponseText(err: unknown): string {
-  const r = errorBody(err);
-  const data = JSON.stringify(r.body);
-  const headers = {
-    'content-type': 'application/json',
-    'content-length': String(Buffer.byteLength(data)),
-    connection: 'close',
-    ...errorHeaders(r),
-  };
-  const lines = [`HTTP/1.1 ${r.status} ${STATUS_CODES[r.status] ?? ''}`];
-  for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
-  return `${lines.join('\r\n')}\r\n\r\n${data}`;
-}

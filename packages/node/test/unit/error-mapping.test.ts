@@ -5,7 +5,7 @@ import { errorBody, operatorDetail } from '../../src/api/errors.js';
 import { ImageBuildError, OCI_ERROR_KIND, OciError, type OciErrorCode } from '../../src/image/index.js';
 import { NETWORK_ERROR_KIND, NetworkError, type NetworkErrorCode } from '../../src/network/index.js';
 import { SandboxRecordError } from '../../src/orchestrator/record.js';
-import { sandboxNotFound } from '../../src/proxy/proxy.js';
+import { sandboxNotFound } from '../../src/proxy/answers.js';
 import { RUNTIME_ERROR_KIND, RuntimeError, type RuntimeErrorCode } from '../../src/runtime/index.js';
 import { SNAPSHOT_ERROR_KIND, SnapshotError, type SnapshotErrorCode } from '../../src/snapshot/index.js';
 

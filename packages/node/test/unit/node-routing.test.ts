@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { decodePageToken, paginate } from '../../src/api/pagination.js';
 import { newSandboxId } from '../../src/util/ids.js';
 import { isTransient, transitionFor, visibleState } from '../../src/orchestrator/states.js';
-import { forwardHeaders, routeRequest } from '@agentenv/common';
+import { forwardHeaders, nodeOnlyEnvdPath, nodeOnlyEnvdRefusal, routeRequest } from '@agentenv/common';
 
 describe('proxy routing', () => {
   const domains = ['aenv.test'];
@@ -45,22 +45,64 @@ describe('proxy routing', () => {
     expect(routeRequest('/proxy/abc/3000', {}, domains)?.path).toBe('/');
     expect(routeRequest('/sandboxes', {}, domains)).toBeUndefined();
   });
-  it('strips routing, hop-by-hop and API-key headers', () => {
+  /** A request as the server shows it: raw names as sent, the lower-cased map. */
+  const req = (raw: string[]) => {
+    const headers: Record<string, string> = {};
+    for (let i = 0; i < raw.length; i += 2) headers[raw[i]!.toLowerCase()] ??= raw[i + 1]!;
+    return { rawHeaders: raw, headers };
+  };
+  it('strips routing, hop-by-hop and API-key headers, keeping names as the client spelled them', () => {
     const h = forwardHeaders(
-      {
-        'e2b-sandbox-id': 'a',
-        'x-api-key': 'k',
-        connection: 'upgrade',
-        upgrade: 'websocket',
-        'x-access-token': 't',
-      },
-      false,
+      req([
+        'Host',
+        'h',
+        'E2B-Sandbox-Id',
+        'a',
+        'X-API-Key',
+        'k',
+        'Connection',
+        'upgrade',
+        'Upgrade',
+        'websocket',
+        'X-Access-Token',
+        't',
+        'Cookie',
+        'a=1',
+        'Cookie',
+        'b=2',
+      ]),
+      { keepUpgrade: false },
     );
-    expect(h).toEqual({ 'x-access-token': 't' });
-    expect(forwardHeaders({ connection: 'upgrade', upgrade: 'websocket' }, true)).toEqual({
-      connection: 'upgrade',
-      upgrade: 'websocket',
-    });
+    expect(h).toEqual(['Host', 'h', 'X-Access-Token', 't', 'Cookie', 'a=1', 'Cookie', 'b=2']);
+    expect(
+      forwardHeaders(req(['connection', 'upgrade', 'upgrade', 'websocket']), { keepUpgrade: true }),
+    ).toEqual(['connection', 'upgrade', 'upgrade', 'websocket']);
+  });
+  it('puts a masked Host in the client’s place, and an HTTP/2 :authority as Host, spelled Host', () => {
+    expect(forwardHeaders(req(['host', 'x', 'x-a', '1']), { keepUpgrade: false })).toEqual([
+      'Host',
+      'x',
+      'x-a',
+      '1',
+    ]);
+    expect(
+      forwardHeaders(req(['A', '1', 'Host', 'x', 'B', '2']), { keepUpgrade: false, host: 'localhost:80' }),
+    ).toEqual(['A', '1', 'Host', 'localhost:80', 'B', '2']);
+    const h2 = {
+      rawHeaders: [':authority', 'x.test', ':path', '/', 'a', '1'],
+      headers: { host: 'x.test', a: '1' },
+    };
+    expect(forwardHeaders(h2, { keepUpgrade: false })).toEqual(['a', '1', 'Host', 'x.test']);
+    expect(forwardHeaders(h2, { keepUpgrade: false, host: 'm' })).toEqual(['a', '1', 'Host', 'm']);
+  });
+  it('knows envd’s node-only paths as envd reads them', () => {
+    for (const p of ['/init', '/init?x', '/./init', '/a/../init', '/INIT', '/init/', '\\init'])
+      expect(nodeOnlyEnvdPath(p)).toBe('/init');
+    for (const p of ['/files', '/initx', '/x/init', '//init', '/%69nit', '/health'])
+      expect(nodeOnlyEnvdPath(p)).toBeUndefined();
+    const route = { sandboxId: 'a', port: 49983, path: '/init', native: false };
+    expect(nodeOnlyEnvdRefusal(route, 49983)?.kind).toBe('forbidden');
+    expect(nodeOnlyEnvdRefusal({ ...route, port: 8080 }, 49983)).toBeUndefined();
   });
 });
 

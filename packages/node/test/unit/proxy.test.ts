@@ -1,9 +1,12 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { FakeNode } from '@agentenv/test-support/fakes';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
+import { SANDBOX_PAGE_CSP } from '../../src/proxy/headers.js';
 import { routeRequest } from '@agentenv/common';
+import { ENVD_PORT } from '@agentenv/protocol';
 
 /** A server on 127.0.0.1 standing in for a port inside every fake sandbox. */
 let upstream: Server;
@@ -26,13 +29,19 @@ beforeAll(async () => {
     req.on('data', (c) => (body += c));
     req.on('end', () =>
       res.end(
-        JSON.stringify({ path: req.url, body, token: req.headers['e2b-traffic-access-token'] ?? null }),
+        JSON.stringify({
+          path: req.url,
+          body,
+          token: req.headers['e2b-traffic-access-token'] ?? null,
+          raw: req.rawHeaders,
+        }),
       ),
     );
   });
   sandboxPort = await listen(upstream);
   node = new FakeNode({ hostAddress: '127.0.0.1', maxSandboxes: 2 });
-  proxy = new SandboxProxy(node.orchestrator, node.logger);
+  // A short body deadline, so the slow-loris case is quick; every other body is sent at once.
+  proxy = new SandboxProxy(node.orchestrator, node.logger, { bodyIdleMs: 300 });
   node.orchestrator.beforeCapture((id) => proxy.drain(id));
   proxyServer = createServer((req, res) => {
     const route = routeRequest(req.url ?? '/', req.headers, [])!;
@@ -68,6 +77,7 @@ async function call(
   return {
     status: r.status,
     retryAfter: r.headers.get('retry-after'),
+    csp: r.headers.get('content-security-policy'),
     json: text ? JSON.parse(text) : undefined,
   };
 }
@@ -108,6 +118,7 @@ describe('sandbox proxy', () => {
     expect(await call('nosuchsandbox')).toEqual({
       status: 502,
       retryAfter: null,
+      csp: null,
       json: { sandboxId: 'nosuchsandbox', message: 'The sandbox was not found', code: 502 },
     });
     const id = await sandbox();
@@ -213,4 +224,129 @@ describe('sandbox proxy', () => {
     expect(unknown).toContain('"message":"The sandbox was not found"');
     await node.orchestrator.kill(id);
   });
+
+  it('checks the traffic token before an auto-resume: a refused request leaves the sandbox paused', async () => {
+    const id = await sandbox({ autoResume: true, allowPublicTraffic: false });
+    const token = node.orchestrator.get(id).trafficAccessToken!;
+    await node.orchestrator.pause(id);
+    const endAt = node.orchestrator.get(id).endAt;
+    expect(await call(id)).toMatchObject({
+      status: 403,
+      json: { message: 'missing or invalid traffic access token' },
+    });
+    expect(await call(id, { headers: { 'e2b-traffic-access-token': 'wrong' } })).toMatchObject({
+      status: 403,
+    });
+    expect(node.orchestrator.get(id)).toMatchObject({ state: 'paused', endAt });
+    expect(node.observer.of(id)).not.toContain('resumed:auto_resume');
+    expect((await call(id, { headers: { 'e2b-traffic-access-token': token } })).status).toBe(200);
+    expect(node.orchestrator.get(id).state).toBe('running');
+    await node.orchestrator.kill(id);
+  });
+
+  it('resumes a paused secure sandbox through envd only for a request with its access token', async () => {
+    const id = await sandbox({ autoResume: true, secure: true });
+    const token = node.orchestrator.get(id).envdAccessToken!;
+    await node.orchestrator.pause(id);
+    expect(await call(id, { port: ENVD_PORT, path: '/health' })).toMatchObject({ status: 401 });
+    expect(node.orchestrator.get(id).state).toBe('paused');
+    // Past the check, the resume happens (nothing listens on envd's port of the fake sandbox).
+    await call(id, { port: ENVD_PORT, path: '/health', headers: { 'x-access-token': token } });
+    expect(node.orchestrator.get(id).state).toBe('running');
+    await node.orchestrator.kill(id);
+  });
+
+  it.each(['/init', '/./init', '/INIT/', '/a/../init?x=1', '\\init'])(
+    'refuses envd’s node-only %s from outside, for any sandbox, before looking it up',
+    async (path) => {
+      const id = await sandbox();
+      const refused = {
+        status: 403,
+        json: {
+          code: 403,
+          message: expect.stringMatching(/^envd's \/init is called by the sandbox's node only/),
+        },
+      };
+      expect(await call(id, { port: ENVD_PORT, path, body: '{}' })).toMatchObject(refused);
+      expect(await call('nosuchsandbox', { port: ENVD_PORT, path, body: '{}' })).toMatchObject(refused);
+      expect(
+        await call(id, { path: `/proxy/${id}/${ENVD_PORT}${path.replace('\\', '/')}`, body: '{}' }),
+      ).toMatchObject(refused);
+      // Another port's /init is the sandbox's own.
+      expect(await call(id, { path, body: '{}' })).toMatchObject({ status: 200 });
+      await node.orchestrator.kill(id);
+    },
+  );
+
+  it('serves the /proxy/ path under a sandbox CSP, host and header routes without one', async () => {
+    const id = await sandbox();
+    expect((await call(id, { path: `/proxy/${id}/${sandboxPort}/page` })).csp).toBe(SANDBOX_PAGE_CSP);
+    expect(SANDBOX_PAGE_CSP).not.toMatch(/allow-same-origin/);
+    expect((await call(id)).csp).toBeNull();
+    await node.orchestrator.kill(id);
+  });
+
+  it('sends header names as the client spelled them, and the Host its maskRequestHost says', async () => {
+    const plain = await sandbox();
+    const masked = await sandbox({ maskRequestHost: 'localhost:${PORT}' });
+    const seen = async (id: string) =>
+      (
+        await rawRequest(
+          `GET /h HTTP/1.1\r\nHost: 8080-${id}.example.test\r\nX-Mixed-Case: 1\r\n` +
+            `E2B-Sandbox-Id: ${id}\r\nE2B-Sandbox-Port: ${sandboxPort}\r\nConnection: close\r\n\r\n`,
+        )
+      ).json!.raw!;
+    const plainRaw = await seen(plain);
+    expect(plainRaw).toEqual(
+      expect.arrayContaining(['Host', `8080-${plain}.example.test`, 'X-Mixed-Case', '1']),
+    );
+    expect(plainRaw).not.toContain('E2B-Sandbox-Id');
+    const maskedRaw = await seen(masked);
+    expect(maskedRaw.slice(maskedRaw.indexOf('Host'), maskedRaw.indexOf('Host') + 2)).toEqual([
+      'Host',
+      `localhost:${sandboxPort}`,
+    ]);
+    expect(maskedRaw.filter((h) => h.toLowerCase() === 'host')).toHaveLength(1);
+    for (const id of [plain, masked]) await node.orchestrator.kill(id);
+  });
+
+  it.each([
+    ['a small body, read whole first', 10],
+    ['a large body, streamed', 1 << 20],
+  ])('answers 408 to a client that stops sending %s, and ends the request', async (_, length) => {
+    const id = await sandbox();
+    const answer = await rawRequest(
+      `POST /upload HTTP/1.1\r\nHost: x\r\nE2B-Sandbox-Id: ${id}\r\nE2B-Sandbox-Port: ${sandboxPort}\r\n` +
+        `Content-Length: ${length}\r\n\r\nabc`,
+    );
+    expect(answer).toMatchObject({
+      status: 408,
+      json: { code: 408, message: expect.stringMatching(/request body stalled/) },
+    });
+    await eventually(() => expect(node.orchestrator.activity.openRequests(id)).toBe(0));
+    await node.orchestrator.kill(id);
+  });
 });
+
+/**
+ * Writes `head` on a raw socket (header names as written, a body it may leave unfinished) and
+ * reads the answer until the proxy closes the connection (`Connection: close`, or after a 408):
+ * its status and JSON body.
+ */
+function rawRequest(
+  head: string,
+): Promise<{ status: number; json: { code?: number; message?: string; raw?: string[] } | undefined }> {
+  return new Promise((resolve, reject) => {
+    const s = connect(proxyPort, '127.0.0.1', () => s.write(head));
+    let data = '';
+    s.on('data', (c) => (data += c));
+    s.on('error', reject);
+    s.on('end', () => {
+      const status = Number(data.split(' ')[1]);
+      let body = data.slice(data.indexOf('\r\n\r\n') + 4);
+      // A chunked answer (the upstream's echo): its one chunk.
+      if (/transfer-encoding: chunked/i.test(data)) body = body.split('\r\n')[1] ?? '';
+      resolve({ status, json: body ? JSON.parse(body) : undefined });
+    });
+  });
+}

@@ -81,6 +81,7 @@ export function createInput(
     secure: alwaysSecure || (body.secure ?? false),
     egress,
     allowPublicTraffic: body.network?.allowPublicTraffic ?? true,
+    ...(body.network?.maskRequestHost ? { maskRequestHost: body.network.maskRequestHost } : {}),
   };
 }
 
