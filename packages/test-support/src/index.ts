@@ -1,2 +1,3 @@
 export { eventually, type EventuallyOptions } from './eventually.js';
 export { pidAlive } from './processes.js';
+export { pathVariants, percentEncoded, probe, type ProbeAnswer, type ProbeRequest } from './probe.js';
