@@ -13,6 +13,7 @@ export {
 export { errorBody, errorHeaders, statusBody, type ErrorBody, type ErrorResponse } from './http.js';
 export { checkApiKey, safeEqual } from './auth.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
+export { normalizeTarget } from './request-target.js';
 export { forwardHeaders, routeRequest, type SandboxRoute } from './sandbox-route.js';
 export {
   compareListed,
