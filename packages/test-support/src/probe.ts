@@ -11,6 +11,7 @@ export interface ProbeRequest {
   /** Sent as it is: no normalisation of dot segments or escapes, unlike fetch. */
   path: string;
   headers?: Record<string, string>;
+  body?: string | Buffer;
   timeoutMs?: number;
 }
 
@@ -44,7 +45,7 @@ export function probe(port: number, r: ProbeRequest): Promise<ProbeAnswer> {
       res.on('error', reject);
       res.on('end', () => resolve({ status, body: Buffer.concat(chunks).toString('utf8').slice(0, 2000) }));
     });
-    req.end();
+    req.end(r.body);
   });
 }
 
