@@ -26,7 +26,7 @@ function removeDotSegments(path: string): string {
  * The one form of a control request's target that routing, the key check and the nodes it is
  * forwarded to all see: origin-form (an absolute-form target loses its scheme and authority),
  * escapes of unreserved characters decoded (`/%68ealth` is `/health`), others upper-cased, dot
- * segments resolved, the query kept as sent. A target that is not a path, has a malformed escape,
+ * segments resolved, the query kept as sent. A target that is not a path (`*`, `//x`), has a malformed escape,
  * escapes bytes that are not UTF-8, or a control character, is refused (400): it names no route.
  */
 export function normalizeTarget(target: string): string {
@@ -34,7 +34,9 @@ export function normalizeTarget(target: string): string {
   const q = rest.indexOf('?');
   const raw = q < 0 ? rest : rest.slice(0, q);
   const query = q < 0 ? '' : rest.slice(q);
-  if (!raw.startsWith('/')) throw bad(`request target ${JSON.stringify(target.slice(0, 100))} is not a path`);
+  // `//x` is a network-path reference (a host, to URL parsers), not a path.
+  if (!raw.startsWith('/') || raw.startsWith('//'))
+    throw bad(`request target ${JSON.stringify(target.slice(0, 100))} is not a path`);
   if (/%(?![0-9A-Fa-f]{2})/.test(raw)) throw bad('request path has a malformed escape');
   let decoded: string;
   try {

@@ -10,8 +10,8 @@ import { listen, type Handler, type Listener } from './listener.js';
 import { Membership } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
 import { Placements } from './placements.js';
-import { guarded, plainRoutes } from './plain-routes.js';
-import { apiKeyInterceptor, requestContext } from './rpc/auth.js';
+import { guarded, plainRoutes, wellFormed } from './plain-routes.js';
+import { apiKeyGate, requestContext } from './rpc/auth.js';
 import { schedulerService } from './rpc/service.js';
 import type { SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
@@ -66,12 +66,12 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
           onHeartbeat: (_nodeId, ok) => metrics.heartbeat(ok),
         }),
       ),
-    interceptors: [apiKeyInterceptor(o.apiKey)],
+    requestGate: apiKeyGate(o.apiKey),
     contextValues: requestContext,
     fallback: plain,
   });
 
-  const main = await listen(o.host, o.port, guarded(rpc, o.logger) as Handler);
+  const main = await listen(o.host, o.port, guarded(wellFormed(rpc), o.logger) as Handler);
   let side: Listener | undefined;
   try {
     if (o.metrics) side = await listen(o.metrics.host, o.metrics.port, plain);

@@ -57,6 +57,22 @@ export function guarded<Req, Res extends PlainResponse>(
 }
 
 /**
+ * `rpc` for requests Connect can take: it builds a URL of the target and the Host, and throws
+ * on one it cannot (`//`, no Host or a bad one), so such a request is refused here as bad input (400).
+ */
+export function wellFormed<Req extends PlainRequest, Res>(
+  rpc: (req: Req, res: Res) => void,
+): (req: Req, res: Res) => void {
+  return (req, res) => {
+    normalizeTarget(req.url ?? '/');
+    const authority = req.headers.host ?? req.headers[':authority'];
+    if (!authority || !URL.canParse(`http://${String(authority)}/`))
+      throw new DomainError('invalid', 'the request has no valid Host header');
+    rpc(req, res);
+  };
+}
+
+/**
  * What no RPC takes: /health and /metrics answer anyone (as on the nodes and the gateway); any
  * other path needs the key like the RPCs, so an unknown path tells nothing without one.
  */

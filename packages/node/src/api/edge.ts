@@ -25,8 +25,9 @@ export interface EdgeDeps {
  * Whatever a request makes throw is its own answer (the error's status; a bug is a 500 and is
  * logged), never an exception that reaches the process: one bad request must not stop a node.
  */
-function answerFailure(logger: Logger, res: ServerResponse, err: unknown): void {
-  if (!(err instanceof DomainError)) logger.error({ err }, 'request failed before routing');
+function answerFailure(logger: Logger, res: ServerResponse, err: unknown, what: string): void {
+  // A client that went away mid-request is no failure of the node's.
+  if (!(err instanceof DomainError) && !res.destroyed) logger.error({ err }, what);
   try {
     sendError(res, err);
   } catch {
@@ -53,10 +54,13 @@ export function edgeServerFactory(deps: EdgeDeps) {
         const route = sandboxRoute(req);
         // A signed /files URL that no sandbox's token produced: what envd answers for a forged one.
         if (route === 'no-match') sendError(res, new DomainError('unauthorized', 'invalid signature'));
-        else if (route) deps.proxy.handle(route, req, res).catch((err) => answerFailure(log, res, err));
+        else if (route)
+          deps.proxy
+            .handle(route, req, res)
+            .catch((err) => answerFailure(log, res, err, 'sandbox traffic failed'));
         else handler(req, res);
       } catch (err) {
-        answerFailure(log, res, err);
+        answerFailure(log, res, err, 'request failed before routing');
       }
     }, tlsFiles(deps.config));
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {

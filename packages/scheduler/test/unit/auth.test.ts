@@ -91,6 +91,11 @@ describe('the scheduler authenticates every call but /health and /metrics', () =
       const { status } = await probe(app.port, { method: 'GET', path });
       expect(status >= 400 && status < 500, `${path} → ${status}`).toBe(true);
     }
+    const rpc = `/${SchedulerService.typeName}/ListNodes`;
+    for (const host of ['[::1', 'a b'])
+      expect((await probe(app.port, { method: 'POST', path: rpc, headers: { host } })).status, host).toBe(
+        400,
+      );
     expect((await probe(app.port, { method: 'GET', path: '/health' })).status).toBe(204);
   });
 });
