@@ -115,6 +115,8 @@ export function createGatewayServer(ctx: GatewayContext, o: GatewayServerOptions
     }
   }, o.tls);
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // The HTTP server lets go of an upgraded socket: a client's reset must not be unhandled.
+    socket.on('error', () => socket.destroy());
     // The traffic handler answers what it refuses; what escapes it is a bug, and cuts the socket.
     const refuse = (err: unknown) => {
       ctx.logger.error({ err, url: req.url }, 'gateway upgrade failed');

@@ -64,6 +64,8 @@ export function edgeServerFactory(deps: EdgeDeps) {
       }
     }, tlsFiles(deps.config));
     server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+      // The HTTP server lets go of an upgraded socket: a client's reset must not be unhandled.
+      socket.on('error', () => socket.destroy());
       try {
         const route = routeRequest(req.url ?? '/', req.headers, domains);
         if (route)
