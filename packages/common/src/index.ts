@@ -33,6 +33,7 @@ export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';
 export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
 export { nodeOnlyEnvdPath, nodeOnlyEnvdRefusal } from './envd-paths.js';
+export { normalizeTarget } from './request-target.js';
 export {
   compareListed,
   decodePageCursor,

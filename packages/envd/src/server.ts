@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Filesystem, Process } from '@agentenv/protocol';
 import type { Logger } from 'pino';
-import { EnvdError } from './errors.js';
+import { EnvdError, invalidArgument } from './errors.js';
 import { filesystemService } from './filesystem/service.js';
 import { handleEnvs, handleInit, handleMetrics } from './http/control.js';
 import { handleFiles } from './http/files.js';
@@ -51,12 +51,19 @@ function rpcHandler(state: EnvdState, processes: ProcessManager) {
   });
 }
 
+/** The request's target as a URL; one that is none (`//`, `http://[`) is the client's error. */
+function requestUrl(target: string): URL {
+  if (!target.startsWith('/') || target.startsWith('//'))
+    throw invalidArgument(`request target ${JSON.stringify(target.slice(0, 100))} is not a path`);
+  return new URL(`http://envd${target}`);
+}
+
 /** Every route of envd, each behind the access token check it needs. */
 function requestHandler(state: EnvdState, processes: ProcessManager, logger: Logger): Handler {
   const metrics = new SystemMetrics();
   const rpc = rpcHandler(state, processes);
   return async (req, res) => {
-    const url = new URL(req.url ?? '/', 'http://envd');
+    const url = requestUrl(req.url ?? '/');
     const key = `${req.method} ${url.pathname}`;
     if (key === 'GET /health') {
       res.writeHead(204).end();

@@ -10,7 +10,8 @@ import { listen, type Handler, type Listener } from './listener.js';
 import { Membership } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
 import { Placements } from './placements.js';
-import { apiKeyInterceptor, requestContext } from './rpc/auth.js';
+import { guarded, plainRoutes, wellFormed } from './plain-routes.js';
+import { apiKeyGate, requestContext } from './rpc/auth.js';
 import { schedulerService } from './rpc/service.js';
 import type { SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
@@ -24,12 +25,6 @@ export interface SchedulerAppOptions {
   settings: SchedulerSettings;
   logger: Logger;
   clock?: Clock;
-}
-
-/** What /health and /metrics use of a response, under either HTTP version. */
-interface PlainResponse {
-  writeHead(status: number, headers: Record<string, string>): unknown;
-  end(body: string): unknown;
 }
 
 export interface SchedulerApp {
@@ -48,24 +43,14 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
   const events = new EventLog(o.store, clock);
   const failures = new FailureDetector(o.store, clock, o.settings, membership, events);
 
-  const send = (res: PlainResponse, status: number, type: string, body: string) => {
-    res.writeHead(status, { 'content-type': type });
-    res.end(body);
-  };
-  const fail = (res: PlainResponse, status: number, message: string) =>
-    send(res, status, 'application/json', JSON.stringify({ code: status, message }));
-  const plainHandler = (req: { method?: string; url?: string }, res: PlainResponse) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/health') return send(res, 204, 'text/plain', '');
-    if (req.method !== 'GET' || path !== '/metrics')
-      return fail(res, 404, `no route for ${req.method} ${path}`);
-    membership
-      .views()
-      .then((views) => metrics.render(views, clock.now()))
-      .then((text) => send(res, 200, metrics.registry.contentType, text))
-      .catch((err: Error) => fail(res, 503, `metrics unavailable: ${err.message}`));
-  };
-  const plain = plainHandler as unknown as Handler;
+  const plain = plainRoutes({
+    apiKey: o.apiKey,
+    logger: o.logger,
+    metrics: async () => ({
+      text: await metrics.render(await membership.views(), clock.now()),
+      contentType: metrics.registry.contentType,
+    }),
+  }) as unknown as Handler;
 
   const rpc = connectNodeAdapter({
     routes: (router) =>
@@ -81,12 +66,12 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
           onHeartbeat: (_nodeId, ok) => metrics.heartbeat(ok),
         }),
       ),
-    interceptors: [apiKeyInterceptor(o.apiKey)],
+    requestGate: apiKeyGate(o.apiKey),
     contextValues: requestContext,
     fallback: plain,
   });
 
-  const main = await listen(o.host, o.port, rpc);
+  const main = await listen(o.host, o.port, guarded(wellFormed(rpc), o.logger) as Handler);
   let side: Listener | undefined;
   try {
     if (o.metrics) side = await listen(o.metrics.host, o.metrics.port, plain);

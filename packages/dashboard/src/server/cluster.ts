@@ -113,9 +113,10 @@ export function clusterDashboardHandler(o: ClusterDashboardOptions) {
 
   return (req: IncomingMessage, res: ServerResponse): boolean => {
     if (pages(req, res)) return true;
-    const url = new URL(req.url ?? '/', 'http://gateway');
-    if (url.pathname !== DASHBOARD_API_PATH && !url.pathname.startsWith(`${DASHBOARD_API_PATH}/`))
-      return false;
+    const pathname = (req.url ?? '/').split('?')[0]!;
+    if (pathname !== DASHBOARD_API_PATH && !pathname.startsWith(`${DASHBOARD_API_PATH}/`)) return false;
+    // Parsed on a fixed origin: a target that is no URL of its own (`//`) cannot make this throw.
+    const url = new URL(`http://gateway${req.url ?? '/'}`);
     void (async () => {
       try {
         o.authorize(req);

@@ -1,3 +1,5 @@
+import { DomainError } from '@agentenv/common';
+
 /**
  * What the gateway does with a control-plane request (sandbox traffic is recognised before this,
  * by the node's own routing function). Pure, so every path is unit-tested.
@@ -23,16 +25,44 @@ export type ControlRoute =
   /** Served from the shared repository: any healthy node answers. */
   | { kind: 'any-node' };
 
+/** Who may call a route: `public` ones answer anyone; every other one needs the API key. */
+export const ROUTE_ACCESS: Record<ControlRoute['kind'], 'public' | 'key'> = {
+  health: 'public',
+  metrics: 'public',
+  nodes: 'key',
+  node: 'key',
+  events: 'key',
+  'sandbox-events': 'key',
+  create: 'key',
+  list: 'key',
+  fork: 'key',
+  resume: 'key',
+  snapshot: 'key',
+  sandbox: 'key',
+  template: 'key',
+  'any-node': 'key',
+};
+
+/** A path segment's value; a malformed escape is the client's error, not the gateway's. */
+function segment(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    throw new DomainError('invalid', `bad escape in path segment ${JSON.stringify(s.slice(0, 100))}`);
+  }
+}
+
 const ID = '([a-z0-9]{1,64})';
 const SANDBOX = new RegExp(`^/(v2/)?sandboxes/${ID}(/.*)?$`);
 
+/** The route of a control request, from its target as `normalizeTarget` (@agentenv/common) left it. */
 export function classify(method: string, url: string): ControlRoute {
   const path = url.split('?')[0]!;
   if (path === '/health') return { kind: 'health' };
   if (path === '/metrics') return { kind: 'metrics' };
   if (path === '/nodes') return { kind: 'nodes' };
   const node = /^\/nodes\/([^/]+)$/.exec(path);
-  if (node) return { kind: 'node', nodeId: decodeURIComponent(node[1]!) };
+  if (node) return { kind: 'node', nodeId: segment(node[1]!) };
   if (path === '/events' && method === 'GET') return { kind: 'events' };
   if (path === '/sandboxes' || path === '/v2/sandboxes') {
     const v2 = path.startsWith('/v2/');
@@ -54,6 +84,6 @@ export function classify(method: string, url: string): ControlRoute {
   if (method === 'POST' && ['/v3/templates', '/v2/templates', '/templates'].includes(path))
     return { kind: 'template', register: true };
   const tpl = /^\/(?:v2\/)?templates\/([^/]+)\/(files|builds)(\/.*)?$/.exec(path);
-  if (tpl) return { kind: 'template', templateId: decodeURIComponent(tpl[1]!), register: false };
+  if (tpl) return { kind: 'template', templateId: segment(tpl[1]!), register: false };
   return { kind: 'any-node' };
 }

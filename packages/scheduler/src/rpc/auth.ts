@@ -3,7 +3,7 @@ import {
   ConnectError,
   createContextKey,
   createContextValues,
-  type Interceptor,
+  type HandlerContext,
 } from '@connectrpc/connect';
 import type { ConnectNodeAdapterOptions } from '@connectrpc/connect-node';
 import { checkApiKey, DomainError } from '@agentenv/common';
@@ -20,11 +20,12 @@ export function requestContext(req: NodeServerRequest) {
 /**
  * Every call needs the cluster's API key in `X-API-Key`, checked as the node and the gateway
  * check it (exactly once, in constant time), so no unknown process can join the cluster, place
- * sandboxes or read its state.
+ * sandboxes or read its state. A request gate runs before the request's body is read or parsed:
+ * a caller without the key is refused before any of its bytes are decoded.
  */
-export function apiKeyInterceptor(expected: string): Interceptor {
-  return (next) => async (req) => {
-    const raw = req.contextValues.get(rawRequest);
+export function apiKeyGate(expected: string): (context: HandlerContext) => void {
+  return (context) => {
+    const raw = context.values.get(rawRequest);
     try {
       checkApiKey(raw?.headers ?? {}, raw?.rawHeaders ?? [], expected);
     } catch (err) {
@@ -33,6 +34,5 @@ export function apiKeyInterceptor(expected: string): Interceptor {
         Code.Unauthenticated,
       );
     }
-    return next(req);
   };
 }

@@ -18,6 +18,13 @@ export const FAKE_API_KEY = 'e2b_0123456789abcdef';
 
 export type FakeApp = Awaited<ReturnType<typeof buildApp>>;
 
+type DashboardDeps = NonNullable<Parameters<typeof buildApp>[0]['dashboard']>;
+
+export interface FakeAppOptions {
+  /** Serve the dashboard too, with this activity (its catalogue is the app's in-memory store). */
+  dashboardActivity?: DashboardDeps['activity'];
+}
+
 /**
  * The node's real Fastify app (routes, auth, error mapping, metrics) over a FakeNode, for
  * `app.inject()`. Built templates live in an in-memory repository (builds themselves are not
@@ -25,6 +32,7 @@ export type FakeApp = Awaited<ReturnType<typeof buildApp>>;
  */
 export async function fakeApp(
   node: FakeNode,
+  options: FakeAppOptions = {},
 ): Promise<{ app: FakeApp; proxy: SandboxProxy; close: () => Promise<void> }> {
   const scratch = await mkdtemp(join(tmpdir(), 'aenv-fake-app-'));
   const store = new SnapshotStore({ repository: new MemoryObjectRepository() });
@@ -64,6 +72,9 @@ export async function fakeApp(
     logger: node.logger,
     version: '0.0.0-fake',
     volumes: new VolumeStore(join(scratch, 'volumes')),
+    ...(options.dashboardActivity
+      ? { dashboard: { activity: options.dashboardActivity, store, cache } }
+      : {}),
   });
   await app.ready();
   return {

@@ -12,4 +12,11 @@ export { FakeTemplates, fakeImages } from './templates.js';
 export { FakeNode, RecordingObserver, createInput, sandboxRecord, type FakeNodeOptions } from './node.js';
 export { rejection, until } from './helpers.js';
 export { MemoryObjectRepository } from './repository.js';
-export { fakeApp, useFakeApp, FAKE_API_KEY, type FakeApp, type FakeAppMethod } from './app.js';
+export {
+  fakeApp,
+  useFakeApp,
+  FAKE_API_KEY,
+  type FakeApp,
+  type FakeAppMethod,
+  type FakeAppOptions,
+} from './app.js';

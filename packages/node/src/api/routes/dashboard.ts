@@ -17,7 +17,8 @@ import { Type } from 'typebox';
 import type { SandboxEventLog } from '../../cluster/index.js';
 import type { Orchestrator, SandboxRecord } from '../../orchestrator/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
-import { EventStreams, parseMetadataQuery, type StreamLimits } from '@agentenv/common';
+import { EventStreams, notFound, parseMetadataQuery, type StreamLimits } from '@agentenv/common';
+import { PUBLIC_ROUTE } from '../auth.js';
 import type { UsageSample } from '../../metrics/index.js';
 import { SandboxParams } from '../schemas.js';
 import type { SandboxRoutesOptions } from './sandboxes.js';
@@ -76,8 +77,12 @@ export const dashboardRoutes: FastifyPluginAsyncTypebox<DashboardRoutesOptions> 
     const a = assets.lookup(req.url.split('?')[0]!, req.headers['if-none-match']);
     return reply.status(a.status).headers(a.headers).send(a.body);
   };
-  app.get('/dashboard', { schema: { hide: true } }, page);
-  app.get('/dashboard/*', { schema: { hide: true } }, page);
+  app.get('/dashboard', { schema: { hide: true }, config: PUBLIC_ROUTE }, page);
+  app.get('/dashboard/*', { schema: { hide: true }, config: PUBLIC_ROUTE }, page);
+  // The API's unknown paths are not pages: they need the key, as every unknown path does.
+  app.get(`${DASHBOARD_API_PATH}/*`, { schema: { hide: true } }, async (req) => {
+    throw notFound(`no route for GET ${req.url.split('?')[0]}`);
+  });
 
   app.get(`${DASHBOARD_API_PATH}/summary`, { schema: { hide: true } }, async (): Promise<Summary> => {
     const counts = Object.fromEntries(SANDBOX_STATES.map((s) => [s, 0]));

@@ -2,6 +2,7 @@ import { freemem, totalmem, cpus, loadavg } from 'node:os';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '@agentenv/common';
+import { PUBLIC_ROUTE } from '../auth.js';
 import type { NodeConfig } from '../../config/index.js';
 import type { NodeMetrics } from '../../metrics/index.js';
 import type { Orchestrator } from '../../orchestrator/index.js';
@@ -14,9 +15,11 @@ export interface SystemRoutesOptions {
 }
 
 export const systemRoutes: FastifyPluginAsyncTypebox<SystemRoutesOptions> = async (app, opts) => {
-  app.get('/health', { schema: { hide: true } }, async (_req, reply) => reply.status(204).send());
+  app.get('/health', { schema: { hide: true }, config: PUBLIC_ROUTE }, async (_req, reply) =>
+    reply.status(204).send(),
+  );
 
-  app.get('/metrics', { schema: { hide: true } }, async (_req, reply) =>
+  app.get('/metrics', { schema: { hide: true }, config: PUBLIC_ROUTE }, async (_req, reply) =>
     reply.type(opts.metrics.registry.contentType).send(await opts.metrics.registry.metrics()),
   );
 
