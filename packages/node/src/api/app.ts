@@ -4,7 +4,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { LifecycleActivity } from '@agentenv/dashboard';
 import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { notFound } from '@agentenv/common';
+import { notFound, type StreamLimits } from '@agentenv/common';
 import type { NodeConfig } from '../config/index.js';
 import type { NodeMetrics } from '../metrics/index.js';
 import type { Orchestrator, SnapshotCatalog } from '../orchestrator/index.js';
@@ -143,6 +143,11 @@ async function registerRoutes(app: NodeApp, deps: AppDeps): Promise<void> {
       nodeStatus: () => nodeStatusBody(deps),
       snapshots: deps.dashboard,
       usage: deps.usage,
+      streamLimits: streamLimits(deps.config.streams),
     });
   }
+}
+
+function streamLimits(c: NodeConfig['streams']): StreamLimits {
+  return { maxOpen: c.maxOpen, maxPerKey: c.maxPerKey, maxBufferedBytes: c.maxBufferedKb * 1024 };
 }

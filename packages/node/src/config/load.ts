@@ -3,6 +3,7 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
+import { DEFAULT_STREAM_LIMITS } from '@agentenv/common';
 import { DEFAULT_UNPACK_LIMITS } from '../image/index.js';
 import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
@@ -65,6 +66,11 @@ export function defaults(env: Env): NodeConfig {
       maxImageMb: DEFAULT_UNPACK_LIMITS.imageBytes / MiB,
       maxImageEntries: DEFAULT_UNPACK_LIMITS.imageEntries,
     },
+    streams: {
+      maxOpen: DEFAULT_STREAM_LIMITS.maxOpen,
+      maxPerKey: DEFAULT_STREAM_LIMITS.maxPerKey,
+      maxBufferedKb: DEFAULT_STREAM_LIMITS.maxBufferedBytes / 1024,
+    },
     volumes: { path: '', quotaMb: 10_240 },
     network: {
       alwaysDeniedCidrs: [...DEFAULT_ALWAYS_DENIED],
@@ -126,6 +132,9 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_MEMORY_LIMIT_MB) set(['orchestrator', 'memoryLimitMb'], Number(env.AENV_MEMORY_LIMIT_MB));
   if (env.AENV_IDLE_FREEZE_SECS) set(['orchestrator', 'idleFreezeSecs'], Number(env.AENV_IDLE_FREEZE_SECS));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
+  if (env.AENV_MAX_STREAMS) set(['streams', 'maxOpen'], Number(env.AENV_MAX_STREAMS));
+  if (env.AENV_MAX_STREAMS_PER_KEY) set(['streams', 'maxPerKey'], Number(env.AENV_MAX_STREAMS_PER_KEY));
+  if (env.AENV_STREAM_BUFFER_KB) set(['streams', 'maxBufferedKb'], Number(env.AENV_STREAM_BUFFER_KB));
   if (env.AENV_VOLUMES_PATH) set(['volumes', 'path'], env.AENV_VOLUMES_PATH);
   if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);

@@ -62,6 +62,12 @@ export const NodeConfigSchema = Type.Object({
     maxImageMb: Type.Integer({ minimum: 1 }),
     maxImageEntries: Type.Integer({ minimum: 1 }),
   }),
+  /** Event streams (the dashboard's): open at once in all and per API key, unread bytes kept per stream. */
+  streams: Type.Object({
+    maxOpen: Type.Integer({ minimum: 1 }),
+    maxPerKey: Type.Integer({ minimum: 1 }),
+    maxBufferedKb: Type.Integer({ minimum: 1 }),
+  }),
   /** Volumes: one directory each under `path` (a shared posix_fs path in a cluster). */
   volumes: Type.Object({ path: Type.String(), quotaMb: Type.Integer({ minimum: 1 }) }),
   network: Type.Object({

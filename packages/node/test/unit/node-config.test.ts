@@ -45,6 +45,16 @@ domains = ["a.example"]
     ).toEqual(['x.test', 'y.test']);
   });
 
+  it('bounds event streams from [streams] and the environment', () => {
+    expect(loadConfig({}).streams).toEqual({ maxOpen: 256, maxPerKey: 32, maxBufferedKb: 1024 });
+    const c = loadConfig({
+      AENV_CONFIG_PATH: file('[streams]\nmax_open = 10\nmax_per_key = 2'),
+      AENV_STREAM_BUFFER_KB: '64',
+    });
+    expect(c.streams).toEqual({ maxOpen: 10, maxPerKey: 2, maxBufferedKb: 64 });
+    expect(() => loadConfig({ AENV_MAX_STREAMS_PER_KEY: '0' })).toThrow(ConfigError);
+  });
+
   it('names what is wrong', () => {
     expect(() => loadConfig({ AENV_CONFIG_PATH: '/nonexistent/aenv.toml' })).toThrow(
       /cannot read config file/,
