@@ -62,7 +62,7 @@ describe('a fork whose children spill to another node keeps its parent policy th
     expect(policyOf(s)).toEqual(policyOf(l));
     expect(policyOf(s)).toMatchObject({
       allowInternetAccess: false,
-      network: { allowOut: ['203.0.113.7'], denyOut: ['198.51.100.0/24'], allowPublicTraffic: false },
+      network: { allowOut: ['203.0.113.7/32'], denyOut: ['198.51.100.0/24'], allowPublicTraffic: false },
       lifecycle: { onTimeout: 'pause', autoResume: true },
       metadata: { owner: 'tenant-a' },
       secure: true,
