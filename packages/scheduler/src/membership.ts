@@ -15,7 +15,7 @@ import {
   type RosterEntry,
 } from './model.js';
 import { reconcileRoster } from './roster.js';
-import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
+import { nodeRetentionMs, REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
 import type { SchedulerStore } from './store/store.js';
 
 /** What a node reports every interval. */
@@ -57,6 +57,7 @@ const MAX_SNAPSHOT_NAMES = 16;
  */
 export class Membership {
   private readonly expected: Map<string, string | undefined>;
+  private readonly retentionMs: number;
 
   /** @param watch this scheduler's own continuity (none: every silence counts, as in unit tests) */
   constructor(
@@ -66,6 +67,7 @@ export class Membership {
     private readonly watch?: Watch,
   ) {
     this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
+    this.retentionMs = nodeRetentionMs(settings);
   }
 
   /**
@@ -164,14 +166,27 @@ export class Membership {
       this.store.putBindings(changes.put, this.settings.bindingTtlMs),
       this.store.deleteBindings(changes.remove, hb.nodeId),
       previous?.chunkDigest !== record.chunkDigest
-        ? this.store.putChunkKeys(hb.nodeId, chunkKeys)
+        ? this.store.putChunkKeys(hb.nodeId, chunkKeys, this.retentionMs)
         : undefined,
     ]);
     // Heard as it is written: a slow store must not make a fresh heartbeat look old.
     const heard = { ...record, lastHeartbeatMs: this.clock.now() };
-    await this.store.putNode(heard, hb.roster);
-    await Promise.all([this.endReported(hb.nodeId, hb.roster), this.endAnnounced(hb.nodeId, hb.cacheKeys)]);
+    await this.store.putNode(heard, hb.roster, this.retentionMs);
+    await Promise.all([
+      this.endReported(hb.nodeId, hb.roster),
+      this.endAnnounced(hb.nodeId, hb.cacheKeys),
+      this.keepDrain(hb, drains.get(hb.nodeId)),
+    ]);
     return { status: this.statusOf(heard, drains.get(hb.nodeId), heard.lastHeartbeatMs) };
+  }
+
+  /**
+   * A node that says it is draining (drained by the scheduler, it repeats so in every heartbeat)
+   * gets its drain mark back when the store lost it.
+   */
+  private async keepDrain(hb: HeartbeatInput, drainedBootId: string | undefined): Promise<void> {
+    if (hb.status === 'draining' && drainedBootId !== hb.bootId)
+      await this.store.putDrain(hb.nodeId, hb.bootId, this.retentionMs);
   }
 
   /** Assigned reservations whose sandboxes the node's load now counts. */
@@ -212,7 +227,7 @@ export class Membership {
   async unregister(nodeId: string): Promise<void> {
     const node = await this.store.getNode(nodeId);
     if (!node) throw notFound(`node ${nodeId} is not registered`);
-    await this.store.putDrain(nodeId, node.bootId);
+    await this.store.putDrain(nodeId, node.bootId, this.retentionMs);
   }
 
   /** Every known node (and expected nodes not heard from yet), with its status now. */

@@ -41,3 +41,13 @@ export const DEFAULT_SETTINGS: SchedulerSettings = Object.freeze({
   defaultResources: { cpuCount: 2, memoryMib: 1024 },
   policy: DEFAULT_POLICY,
 });
+
+/**
+ * How long the store keeps what describes a node (its record, roster, chunk keys, drain mark and
+ * binding index) after the node's last heartbeat, which refreshes them: as long as a binding to
+ * the node may stand (a failed node's paused sandboxes are looked up through it), and one binding
+ * lifetime more. A node that is gone for good is then forgotten without anyone removing it.
+ */
+export function nodeRetentionMs(s: SchedulerSettings): number {
+  return Math.max(s.bindingTtlMs, s.lostRetentionMs, s.pausedRetentionMs) + s.bindingTtlMs;
+}

@@ -2,6 +2,7 @@ import { answerJson, callNode, type GatewayContext } from '../context.js';
 import { DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { NodeRef } from '../scheduler/scheduler.js';
+import { requestHeaders } from '../upstream/headers.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
 import { placeAndSend, record } from './placement.js';
 import { bindingOf, lostError, relay } from './sandbox.js';
@@ -50,7 +51,28 @@ export async function handleFork(
   res.end(out);
 }
 
-/** The children refused for room, started elsewhere from a snapshot of the parent. */
+/**
+ * The create body of a child started on another node from the spill snapshot: the settings a
+ * child on the parent's node gets (the parent node's GET /sandboxes/{id}/fork), with the fork's
+ * own timeout when it gave one.
+ */
+export function spillCreateBody(
+  settings: Record<string, unknown>,
+  snapshotId: string,
+  forkBody: Record<string, unknown>,
+): Record<string, unknown> {
+  return {
+    ...settings,
+    ...(typeof forkBody.timeout === 'number' ? { timeout: forkBody.timeout } : {}),
+    templateID: snapshotId,
+  };
+}
+
+/**
+ * The children refused for room, started elsewhere from a snapshot of the parent with the
+ * parent's settings. The snapshot exists for them only: it is deleted once they have started
+ * (or failed to).
+ */
 async function spill(
   ctx: GatewayContext,
   req: ClientRequest,
@@ -59,66 +81,89 @@ async function spill(
   forkBody: Record<string, unknown>,
   results: ForkResult[],
 ): Promise<Placed[]> {
-  const json = (path: string, method: string, body?: unknown) =>
+  const call = (method: string, path: string, body?: unknown) =>
     callNode(ctx, parent, req, {
       method,
       path,
       ...(body !== undefined ? { body: Buffer.from(JSON.stringify(body)) } : {}),
       timeoutMs: ctx.startTimeoutMs,
     });
-  const snap = await json(`/sandboxes/${sandboxId}/snapshots`, 'POST', {});
-  const info = await json(`/sandboxes/${sandboxId}`, 'GET');
-  if (snap.status !== 201 || info.status !== 200) {
+  // Asked first: without the parent's settings no child may start elsewhere, and no snapshot is taken.
+  const settings = await call('GET', `/sandboxes/${sandboxId}/fork`);
+  const snap =
+    settings.status === 200 ? await call('POST', `/sandboxes/${sandboxId}/snapshots`, {}) : undefined;
+  if (settings.status !== 200 || snap?.status !== 201) {
     ctx.logger.warn(
-      { sandboxId, snapshot: snap.status, info: info.status },
-      'fork spill: no snapshot of the parent',
+      { sandboxId, settings: settings.status, snapshot: snap?.status },
+      'fork spill: no settings or no snapshot of the parent',
     );
     return results;
   }
   const { snapshotID } = answerJson<{ snapshotID: string }>(parent, snap);
-  const detail = answerJson<{
-    metadata?: unknown;
-    endAt?: string;
-    envdAccessToken?: string;
-    lifecycle?: { onTimeout?: string; autoResume?: boolean };
-  }>(parent, info);
-  const timeout =
-    typeof forkBody.timeout === 'number'
-      ? forkBody.timeout
-      : Math.max(1, Math.ceil((Date.parse(detail.endAt ?? '') - Date.now()) / 1000) || 300);
-  const create = Buffer.from(
-    JSON.stringify({
-      templateID: snapshotID,
-      timeout,
-      metadata: detail.metadata ?? {},
-      autoPause: detail.lifecycle?.onTimeout !== 'kill',
-      autoResume: { enabled: detail.lifecycle?.autoResume ?? false },
-      secure: detail.envdAccessToken !== undefined,
-    }),
-  );
-  return Promise.all(
-    results.map(async (r) => {
-      if (!refusedForRoom(r)) return r;
-      try {
-        const { node, answer } = await placeAndSend(
-          ctx,
-          {
-            kind: 'fork_spill',
-            templateId: snapshotID,
-            snapshotId: snapshotID,
-            excludeNodes: [parent.nodeId],
-          },
-          (n) => createOn(ctx, req, n, create),
-        );
-        if (answer.status !== 201) return { error: errorOf(answer) };
-        return { sandbox: answerJson<{ sandboxID: string }>(node, answer), nodeId: node.nodeId };
-      } catch (err) {
-        const status = err instanceof DomainError ? err.kind : 'internal';
-        ctx.logger.info({ sandboxId, status }, 'fork spill: a child found no room elsewhere');
-        return r;
-      }
-    }),
-  );
+  try {
+    const create = Buffer.from(
+      JSON.stringify(spillCreateBody(settingsOf(parent, settings), snapshotID, forkBody)),
+    );
+    return await Promise.all(
+      results.map((r) => (refusedForRoom(r) ? startElsewhere(ctx, req, parent, snapshotID, create, r) : r)),
+    );
+  } finally {
+    await dropSnapshot(ctx, req, parent, snapshotID);
+  }
+}
+
+function settingsOf(parent: NodeRef, a: NodeAnswer): Record<string, unknown> {
+  const s = answerJson<unknown>(parent, a);
+  if (typeof s !== 'object' || s === null || Array.isArray(s))
+    throw new DomainError('bad_gateway', `node ${parent.nodeId} answered a fork's settings with no object`);
+  return s as Record<string, unknown>;
+}
+
+/** One refused child, placed on another node; the refusal stands when no node has room. */
+async function startElsewhere(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  parent: NodeRef,
+  snapshotId: string,
+  create: Buffer,
+  refused: ForkResult,
+): Promise<Placed> {
+  try {
+    const { node, answer } = await placeAndSend(
+      ctx,
+      { kind: 'fork_spill', templateId: snapshotId, snapshotId, excludeNodes: [parent.nodeId] },
+      (n) => createOn(ctx, req, n, create),
+    );
+    if (answer.status !== 201) return { error: errorOf(answer) };
+    return { sandbox: answerJson<{ sandboxID: string }>(node, answer), nodeId: node.nodeId };
+  } catch (err) {
+    const status = err instanceof DomainError ? err.kind : 'internal';
+    ctx.logger.info({ status }, 'fork spill: a child found no room elsewhere');
+    return refused;
+  }
+}
+
+/** The spill snapshot, through the parent's node (the repository is shared); a failure is logged. */
+async function dropSnapshot(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  parent: NodeRef,
+  snapshotId: string,
+): Promise<void> {
+  // The client's headers for its key, without those of its fork's body: this call has none.
+  const headers = requestHeaders(req.headers, { upgrade: false, tls: ctx.tls });
+  for (const h of ['content-type', 'content-length', 'transfer-encoding']) delete headers[h];
+  try {
+    const a = await ctx.nodes.call(parent, {
+      method: 'DELETE',
+      path: `/templates/${encodeURIComponent(snapshotId)}`,
+      headers,
+      timeoutMs: ctx.controlTimeoutMs,
+    });
+    if (a.status >= 300) throw new Error(`status ${a.status}`);
+  } catch (err) {
+    ctx.logger.warn({ snapshotId, err: (err as Error).message }, 'fork spill: deleting the snapshot failed');
+  }
 }
 
 function createOn(ctx: GatewayContext, req: ClientRequest, node: NodeRef, body: Buffer): Promise<NodeAnswer> {

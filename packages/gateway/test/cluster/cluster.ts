@@ -54,7 +54,8 @@ export class TestCluster {
       await c.startScheduler();
       await c.startGateway();
       await Promise.all(Array.from({ length: o.nodes }, (_, i) => c.startNode(i)));
-      await c.waitReady(o.nodes);
+      // Nodes join once `base` exists: on a machine without the cached template, after building it.
+      await c.waitReady(o.nodes, 900_000);
     } catch (err) {
       await c.stop();
       throw err;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import { SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/scheduler';
+import { NodeStatus, SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/scheduler';
 import { fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import type { Logger } from 'pino';
 import { Latest } from './latest.js';
@@ -135,6 +135,11 @@ export class ClusterAgent {
       });
       const res = await this.d.client.heartbeat(req, { timeoutMs: 5000 });
       if (res.intervalMs >= 100) this.intervalMs = res.intervalMs;
+      // A drain holds for this boot: said in every heartbeat, it outlives a scheduler store that lost it.
+      if (res.status === NodeStatus.DRAINING && !this.draining) {
+        this.draining = true;
+        this.d.logger.info('drained by the scheduler: the scheduler places nothing more on this node');
+      }
       if (!this.joined || this.lastError)
         this.d.logger.info({ scheduler: 'ok' }, 'heartbeating to the cluster scheduler');
       this.joined = true;

@@ -2,6 +2,7 @@ import { DomainError, invalid, withContext } from '@agentenv/common';
 import type { Capture } from '../runtime/index.js';
 import type { SandboxCore } from './core.js';
 import type { CreateSandboxInput, Creator } from './create.js';
+import { forkChildSettings } from './fork-settings.js';
 import { filesSince, type SandboxRecord } from './record.js';
 import type { CaptureKind, SandboxSource, SnapshotInfo } from './seams.js';
 
@@ -65,19 +66,9 @@ export class Capturer {
     try {
       const source: SandboxSource = { kind: 'fork', capture, parent };
       const template = await this.core.d.sources.resolve(source);
-      const left = Math.ceil((Date.parse(parent.endAt) - this.core.clock.now()) / 1000);
       const input: CreateSandboxInput = {
         source,
-        timeoutSecs: timeoutSecs ?? Math.max(1, left),
-        metadata: parent.metadata,
-        envVars: parent.envVars,
-        autoPause: parent.autoPause,
-        autoPauseMemory: parent.autoPauseMemory ?? true,
-        autoResume: parent.autoResume,
-        secure: parent.secure,
-        egress: parent.egress,
-        allowPublicTraffic: parent.allowPublicTraffic,
-        ...(parent.maskRequestHost ? { maskRequestHost: parent.maskRequestHost } : {}),
+        ...forkChildSettings(parent, timeoutSecs, this.core.clock.now()),
       };
       const results = await Promise.allSettled(
         Array.from({ length: count }, () => this.creator.child(template, input, id)),

@@ -2,6 +2,7 @@ export { Orchestrator } from './orchestrator.js';
 export type { OrchestratorDeps, EndTimeMode } from './core.js';
 export type { CreateSandboxInput } from './create.js';
 export type { ForkResult } from './capture.js';
+export type { SandboxSettings } from './fork-settings.js';
 export type { ConnectOptions, ResumeBoot } from './resume.js';
 export { SandboxWarmPool, type PooledSandbox, type WarmPoolOptions } from './warm-pool.js';
 export { isTransient, visibleState, SANDBOX_STATES, type SandboxState, type Operation } from './states.js';

@@ -7,6 +7,7 @@ import { Capturer, type ForkResult } from './capture.js';
 import { SandboxCore, type OrchestratorDeps } from './core.js';
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
+import { forkChildSettings, type SandboxSettings } from './fork-settings.js';
 import { Expiry } from './expiry.js';
 import { IdleFreezer } from './idle.js';
 import { Killer } from './kill.js';
@@ -124,6 +125,11 @@ export class Orchestrator {
 
   get(id: string): SandboxRecord {
     return this.core.get(id);
+  }
+
+  /** The settings a child of this sandbox gets, also one started on another node. */
+  forkSettings(id: string): SandboxSettings {
+    return forkChildSettings(this.get(id), undefined, this.core.clock.now());
   }
 
   find(id: string): SandboxRecord | undefined {

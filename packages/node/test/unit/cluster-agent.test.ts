@@ -1,17 +1,20 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
+import { NodeStatus } from '@agentenv/protocol/scheduler';
 import type { SchedulerClient } from '@agentenv/scheduler';
 import { eventually } from '@agentenv/test-support';
 import { ClusterAgent } from '../../src/cluster/agent.js';
 import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
 
-function agentWithCountingClient() {
+function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY) {
   const sent: string[][] = [];
+  const statuses: (NodeStatus | undefined)[] = [];
   let keys = ['template/base'];
   const client = {
-    heartbeat: async (req: { cacheKeys?: string[] }) => {
+    heartbeat: async (req: { cacheKeys?: string[]; status?: NodeStatus }) => {
       sent.push([...(req.cacheKeys ?? [])]);
-      return { intervalMs: 60_000 };
+      statuses.push(req.status);
+      return { intervalMs: 60_000, status: answer };
     },
     reportSandboxEvent: async () => ({}),
     unregisterNode: async () => ({}),
@@ -28,7 +31,7 @@ function agentWithCountingClient() {
     logger: pino({ level: 'silent' }),
     intervalMs: 60_000,
   });
-  return { agent, events, sent, setKeys: (k: string[]) => (keys = k) };
+  return { agent, events, sent, statuses, setKeys: (k: string[]) => (keys = k) };
 }
 
 describe('cluster agent', () => {
@@ -41,6 +44,21 @@ describe('cluster agent', () => {
       events.observer.event({ type: 'snapshot', sandboxId: 'sb1', reason: 'request', at: Date.now() });
       await eventually(() => expect(sent.at(-1)).toContain('snapshot/s1'));
       expect(sent.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await agent.stop();
+    }
+  });
+
+  it('says it is draining in every heartbeat once the scheduler answered that it drained it', async () => {
+    const { agent, events, statuses } = agentWithCountingClient(NodeStatus.DRAINING);
+    agent.start();
+    try {
+      await eventually(() => expect(statuses).toHaveLength(1));
+      expect(statuses[0]).toBe(NodeStatus.READY);
+      // A snapshot sends the next heartbeat at once.
+      events.observer.event({ type: 'snapshot', sandboxId: 'sb1', reason: 'request', at: Date.now() });
+      await eventually(() => expect(statuses.length).toBeGreaterThanOrEqual(2));
+      expect(statuses.slice(1).every((s) => s === NodeStatus.DRAINING)).toBe(true);
     } finally {
       await agent.stop();
     }

@@ -23,7 +23,7 @@ interface Expiring<T> {
  * (rosters carry every binding) after a restart. Expiry is checked against the injected clock.
  */
 export class MemoryStore implements SchedulerStore {
-  private readonly nodes = new Map<string, { node: NodeRecord; roster: RosterEntry[] }>();
+  private readonly nodes = new Map<string, { node: NodeRecord; roster: RosterEntry[]; expiresMs: number }>();
   private readonly chunkKeys = new Map<string, string[]>();
   private readonly drainMarks = new Map<string, string>();
   private readonly bindings = new Map<string, Expiring<Binding>>();
@@ -39,37 +39,56 @@ export class MemoryStore implements SchedulerStore {
     private readonly retention: EventRetention = DEFAULT_EVENT_RETENTION,
   ) {}
 
-  async putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void> {
-    this.nodes.set(node.nodeId, { node: structuredClone(node), roster: structuredClone([...roster]) });
+  async putNode(node: NodeRecord, roster: readonly RosterEntry[], ttlMs: number): Promise<void> {
+    this.nodes.set(node.nodeId, {
+      node: structuredClone(node),
+      roster: structuredClone([...roster]),
+      expiresMs: this.clock.now() + ttlMs,
+    });
+  }
+
+  /** A node not yet expired; an expired one is forgotten with its chunk keys and drain mark. */
+  private node(nodeId: string) {
+    const n = this.nodes.get(nodeId);
+    if (!n || n.expiresMs > this.clock.now()) return n;
+    this.nodes.delete(nodeId);
+    this.chunkKeys.delete(nodeId);
+    this.drainMarks.delete(nodeId);
+    return undefined;
   }
 
   async getNode(nodeId: string): Promise<NodeRecord | undefined> {
-    const n = this.nodes.get(nodeId);
+    const n = this.node(nodeId);
     return n && structuredClone(n.node);
   }
 
   async listNodes(): Promise<NodeRecord[]> {
-    return [...this.nodes.values()].map((n) => structuredClone(n.node));
+    return [...this.nodes.keys()].flatMap((id) => {
+      const n = this.node(id);
+      return n ? [structuredClone(n.node)] : [];
+    });
   }
 
   async getRoster(nodeId: string): Promise<RosterEntry[]> {
-    return structuredClone(this.nodes.get(nodeId)?.roster ?? []);
+    return structuredClone(this.node(nodeId)?.roster ?? []);
   }
 
-  async putChunkKeys(nodeId: string, keys: readonly string[]): Promise<void> {
+  /** Kept as long as the node is (putNode refreshes both). */
+  async putChunkKeys(nodeId: string, keys: readonly string[], _ttlMs: number): Promise<void> {
     this.chunkKeys.set(nodeId, [...keys]);
   }
 
   async getChunkKeys(nodeId: string): Promise<string[]> {
-    return [...(this.chunkKeys.get(nodeId) ?? [])];
+    return this.node(nodeId) ? [...(this.chunkKeys.get(nodeId) ?? [])] : [];
   }
 
-  async putDrain(nodeId: string, bootId: string): Promise<void> {
+  /** Kept as long as the node is (putNode refreshes both). */
+  async putDrain(nodeId: string, bootId: string, _ttlMs: number): Promise<void> {
     this.drainMarks.set(nodeId, bootId);
   }
 
   async drains(): Promise<Map<string, string>> {
-    return new Map(this.drainMarks);
+    return new Map([...this.drainMarks].filter(([id]) => this.node(id)));
   }
 
   private binding(id: string): Binding | undefined {

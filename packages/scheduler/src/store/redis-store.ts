@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { Redis } from 'ioredis';
+import { Redis, type ChainableCommander } from 'ioredis';
 import type { Clock } from '../clock.js';
 import { DomainError } from '@agentenv/common';
 import type {
@@ -21,6 +21,15 @@ for i = 2, #KEYS do
 end
 return 0`;
 
+/** Unindexes the node ids (ARGV) whose record (KEYS[2..]) is gone, unless written meanwhile. */
+const PRUNE_NODES = `
+for i = 2, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 0 then redis.call('SREM', KEYS[1], ARGV[i - 1]) end
+end
+return 0`;
+
+const px = (ms: number) => Math.max(1, Math.round(ms));
+
 export interface RedisStoreOptions {
   url: string;
   /** Key prefix, so several clusters can share one Redis. */
@@ -31,7 +40,9 @@ export interface RedisStoreOptions {
 
 /**
  * State in Redis, so a scheduler restart or a second replica sees the same nodes, bindings,
- * reservations and events. Bindings are keys with a TTL (refreshed by rosters); events are
+ * reservations and events. Every key expires: a node's keys (record, roster, chunk keys, drain
+ * mark, binding index) with the TTL its heartbeats refresh, bindings with theirs (refreshed by
+ * rosters), the hashes of reservations and announced captures with their latest entry; events are
  * bounded lists and a pub/sub channel that every replica forwards to its watchers.
  */
 export class RedisStore implements SchedulerStore {
@@ -48,6 +59,7 @@ export class RedisStore implements SchedulerStore {
     this.clock = opts.clock;
     this.retention = opts.retention ?? DEFAULT_EVENT_RETENTION;
     redis.defineCommand('deleteIfOnNode', { lua: DELETE_IF_ON_NODE });
+    redis.defineCommand('pruneNodes', { lua: PRUNE_NODES });
   }
 
   /** Connects and checks the server answers; a wrong URL is a startup error, not a hang. */
@@ -87,26 +99,49 @@ export class RedisStore implements SchedulerStore {
     return this.p + parts.join(':');
   }
 
-  putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void> {
+  putNode(node: NodeRecord, roster: readonly RosterEntry[], ttlMs: number): Promise<void> {
     return this.run('store a node', async () => {
+      const id = node.nodeId;
+      const ms = px(ttlMs);
       await this.redis
         .multi()
-        .hset(this.k('nodes'), node.nodeId, JSON.stringify(node))
-        .set(this.k('roster', node.nodeId), JSON.stringify(roster))
+        .set(this.k('node', id), JSON.stringify(node), 'PX', ms)
+        .set(this.k('roster', id), JSON.stringify(roster), 'PX', ms)
+        .sadd(this.k('nodeids'), id)
+        .pexpire(this.k('nodeids'), ms)
+        .pexpire(this.k('chunks', id), ms)
+        .pexpire(this.k('drain', id), ms)
+        .pexpire(this.k('nb', id), ms, 'GT')
         .exec();
     });
   }
 
   getNode(nodeId: string): Promise<NodeRecord | undefined> {
     return this.run('read a node', async () =>
-      parse<NodeRecord>(await this.redis.hget(this.k('nodes'), nodeId)),
+      parse<NodeRecord>(await this.redis.get(this.k('node', nodeId))),
     );
   }
 
   listNodes(): Promise<NodeRecord[]> {
-    return this.run('list nodes', async () =>
-      Object.values(await this.redis.hgetall(this.k('nodes'))).map((v) => JSON.parse(v) as NodeRecord),
-    );
+    return this.run('list nodes', async () => {
+      const { ids, values } = await this.perNode('node');
+      const gone = ids.filter((_, i) => !values[i]);
+      if (gone.length)
+        await (this.redis as unknown as PruneNodes).pruneNodes(
+          gone.length + 1,
+          this.k('nodeids'),
+          ...gone.map((id) => this.k('node', id)),
+          ...gone,
+        );
+      return values.flatMap((v) => (v ? [JSON.parse(v) as NodeRecord] : []));
+    });
+  }
+
+  /** The indexed node ids, each with its value of one per-node key. */
+  private async perNode(kind: string): Promise<{ ids: string[]; values: (string | null)[] }> {
+    const ids = await this.redis.smembers(this.k('nodeids'));
+    const values = ids.length ? await this.redis.mget(ids.map((id) => this.k(kind, id))) : [];
+    return { ids, values };
   }
 
   getRoster(nodeId: string): Promise<RosterEntry[]> {
@@ -116,10 +151,11 @@ export class RedisStore implements SchedulerStore {
     );
   }
 
-  putChunkKeys(nodeId: string, keys: readonly string[]): Promise<void> {
+  putChunkKeys(nodeId: string, keys: readonly string[], ttlMs: number): Promise<void> {
     return this.run(
       'store chunk keys',
-      async () => void (await this.redis.set(this.k('chunks', nodeId), JSON.stringify(keys))),
+      async () =>
+        void (await this.redis.set(this.k('chunks', nodeId), JSON.stringify(keys), 'PX', px(ttlMs))),
     );
   }
 
@@ -130,18 +166,18 @@ export class RedisStore implements SchedulerStore {
     );
   }
 
-  putDrain(nodeId: string, bootId: string): Promise<void> {
+  putDrain(nodeId: string, bootId: string, ttlMs: number): Promise<void> {
     return this.run(
       'store a drain',
-      async () => void (await this.redis.hset(this.k('drains'), nodeId, bootId)),
+      async () => void (await this.redis.set(this.k('drain', nodeId), bootId, 'PX', px(ttlMs))),
     );
   }
 
   drains(): Promise<Map<string, string>> {
-    return this.run(
-      'read drains',
-      async () => new Map(Object.entries(await this.redis.hgetall(this.k('drains')))),
-    );
+    return this.run('read drains', async () => {
+      const { ids, values } = await this.perNode('drain');
+      return new Map(ids.flatMap((id, i) => (values[i] ? [[id, values[i]] as const] : [])));
+    });
   }
 
   getBindings(sandboxIds: readonly string[]): Promise<Map<string, Binding>> {
@@ -172,9 +208,10 @@ export class RedisStore implements SchedulerStore {
       if (bindings.length === 0) return;
       const m = this.redis.pipeline();
       for (const b of bindings) {
-        m.set(this.k('b', b.sandboxId), JSON.stringify(b), 'PX', Math.max(1, Math.round(ttlMs)));
+        m.set(this.k('b', b.sandboxId), JSON.stringify(b), 'PX', px(ttlMs));
         m.sadd(this.k('nb', b.nodeId), b.sandboxId);
       }
+      for (const nodeId of new Set(bindings.map((b) => b.nodeId))) extend(m, this.k('nb', nodeId), ttlMs);
       await m.exec();
     });
   }
@@ -193,10 +230,11 @@ export class RedisStore implements SchedulerStore {
   }
 
   putReservation(r: Reservation): Promise<void> {
-    return this.run(
-      'store a reservation',
-      async () => void (await this.redis.hset(this.k('rsv'), r.id, JSON.stringify(r))),
-    );
+    return this.run('store a reservation', async () => {
+      const m = this.redis.multi().hset(this.k('rsv'), r.id, JSON.stringify(r));
+      extend(m, this.k('rsv'), r.expiresMs - this.clock.now());
+      await m.exec();
+    });
   }
 
   takeReservation(id: string): Promise<Reservation | undefined> {
@@ -227,10 +265,11 @@ export class RedisStore implements SchedulerStore {
   putAnnouncedCaptures(captures: readonly AnnouncedCapture[]): Promise<void> {
     return this.run('store announced captures', async () => {
       if (captures.length === 0) return;
-      await this.redis.hset(
-        this.k('cap'),
-        Object.fromEntries(captures.map((c) => [announcedId(c), JSON.stringify(c)])),
-      );
+      const m = this.redis
+        .multi()
+        .hset(this.k('cap'), Object.fromEntries(captures.map((c) => [announcedId(c), JSON.stringify(c)])));
+      extend(m, this.k('cap'), Math.max(...captures.map((c) => c.expiresMs)) - this.clock.now());
+      await m.exec();
     });
   }
 
@@ -297,6 +336,18 @@ export class RedisStore implements SchedulerStore {
 
 interface DeleteIfOnNode {
   deleteIfOnNode(numKeys: number, ...args: string[]): Promise<number>;
+}
+
+interface PruneNodes {
+  pruneNodes(numKeys: number, ...args: string[]): Promise<number>;
+}
+
+/**
+ * Gives a key that gathers records of several lifetimes (a hash, an index set) at least `ms`
+ * more: a key without a TTL gets one, a shorter one is lengthened, a longer one stands.
+ */
+function extend(m: ChainableCommander, key: string, ms: number): void {
+  m.pexpire(key, px(ms), 'NX').pexpire(key, px(ms), 'GT');
 }
 
 function parse<T>(v: string | null | undefined): T | undefined {

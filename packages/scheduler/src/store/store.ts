@@ -12,20 +12,26 @@ import type {
  * rebuilt from the next heartbeats after a restart) and `redis-store.ts` (survives restarts and
  * is shared by replicas). Records are replaced whole, never merged, and each kind of record has
  * one writer path, so concurrent replicas need no transactions:
- * heartbeats write nodes, rosters and chunk keys, UnregisterNode writes drains, placements write
- * reservations, RecordCapture writes announced captures (a heartbeat only removes those it lists).
+ * heartbeats write nodes, rosters and chunk keys, UnregisterNode writes drains (and a heartbeat
+ * of a node that says it is draining), placements write reservations, RecordCapture writes
+ * announced captures (a heartbeat only removes those it lists). Every record expires: what a
+ * store loses (a Redis restarted without persistence) the next heartbeats write again.
  */
 export interface SchedulerStore {
-  putNode(node: NodeRecord, roster: readonly RosterEntry[]): Promise<void>;
+  /**
+   * Writes a node and its roster; they, and the node's chunk keys, drain mark and binding index,
+   * expire `ttlMs` after this write unless written again (heartbeats keep them).
+   */
+  putNode(node: NodeRecord, roster: readonly RosterEntry[], ttlMs: number): Promise<void>;
   getNode(nodeId: string): Promise<NodeRecord | undefined>;
   listNodes(): Promise<NodeRecord[]>;
   getRoster(nodeId: string): Promise<RosterEntry[]>;
   /** The chunk keys a node advertised for peer-to-peer fetches (kept apart: they are many). */
-  putChunkKeys(nodeId: string, keys: readonly string[]): Promise<void>;
+  putChunkKeys(nodeId: string, keys: readonly string[], ttlMs: number): Promise<void>;
   getChunkKeys(nodeId: string): Promise<string[]>;
 
-  /** Drain marks: node id → the boot id that was drained. */
-  putDrain(nodeId: string, bootId: string): Promise<void>;
+  /** Drain marks: node id → the boot id that was drained; kept as long as the node (putNode). */
+  putDrain(nodeId: string, bootId: string, ttlMs: number): Promise<void>;
   drains(): Promise<Map<string, string>>;
 
   getBindings(sandboxIds: readonly string[]): Promise<Map<string, Binding>>;

@@ -301,6 +301,61 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     expect((await c.listNodes({})).nodes.map((n) => n.ref?.nodeId)).toEqual(['n1', 'n2']);
   });
 
+  it('with Redis, every key expires, and a Redis that lost everything is rebuilt from the heartbeats, drain marks too', async () => {
+    const s = await scheduler(PORTS.a, redis.url);
+    const [n1, n2] = await nodes(s, ['n1', 'n2']);
+    n1!.roster = [running('sbx-1')];
+    n2!.roster = [paused('sbx-2', 'pause-2')];
+    const c = client(s);
+    await c.unregisterNode({ nodeId: 'n1' });
+    // The drained node hears it in the answer to its next heartbeat and says so from then on.
+    await eventually(() => expect(n1!.draining).toBe(true));
+    await c.recordCapture({ nodeId: 'n2', snapshotId: 'snapx' });
+    await c.recordAssignment({ nodeId: 'n2', sandboxIds: ['sbx-assigned'] });
+    await c.schedule({});
+    await c.reportSandboxEvent({
+      events: [{ sandboxId: 'sbx-1', nodeId: 'n1', type: SandboxEventType.CREATED }],
+    });
+    await eventually(async () =>
+      expect((await c.lookupNode({ sandboxId: 'sbx-2' })).sandbox?.state).toBe(SandboxState.PAUSED),
+    );
+
+    const r = await fetchRedis();
+    try {
+      const withoutTtl = async () => {
+        const keys = await r.keys('*');
+        const ttls = await Promise.all(keys.map(async (k) => [k, await r.pttl(k)] as const));
+        return { keys, without: ttls.filter(([, ms]) => ms <= 0).map(([k]) => k) };
+      };
+      const before = await withoutTtl();
+      expect(before.keys.length).toBeGreaterThanOrEqual(10);
+      expect(before.without).toEqual([]);
+
+      // Redis loses everything (a restart without persistence): the heartbeats bring it back.
+      await r.flushall();
+      await eventually(async () => {
+        expect((await c.lookupNode({ sandboxId: 'sbx-1' })).node?.nodeId).toBe('n1');
+        expect((await c.lookupNode({ sandboxId: 'sbx-2' })).sandbox).toMatchObject({
+          state: SandboxState.PAUSED,
+          pauseId: 'pause-2',
+        });
+        expect(await r.get('aenv:sched:drain:n1')).toBe(n1!.bootId);
+      });
+      expect((await c.listNodes({})).nodes.map((n) => [n.ref?.nodeId, n.status])).toEqual([
+        ['n1', NodeStatus.DRAINING],
+        ['n2', NodeStatus.READY],
+      ]);
+      for (let i = 0; i < 6; i++) {
+        const p = await c.schedule({});
+        expect(p.node?.nodeId).toBe('n2');
+        await c.releaseReservation({ reservationId: p.reservationId });
+      }
+      expect((await withoutTtl()).without).toEqual([]);
+    } finally {
+      r.disconnect();
+    }
+  });
+
   it('with the memory store, a restarted scheduler routes sandboxes again after one heartbeat', async () => {
     const s = await scheduler(PORTS.a);
     const [n1] = await nodes(s, ['n1']);

@@ -258,9 +258,9 @@ describe('node failure', () => {
     const putNode = store.putNode.bind(store);
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
-    store.putNode = async (n, roster) => {
+    store.putNode = async (n, roster, ttlMs) => {
       await held;
-      return putNode(n, roster);
+      return putNode(n, roster, ttlMs);
     };
     // Heartbeats arrive every interval but none is written for 7 s: the node is alive all along.
     const beats = [];
@@ -286,11 +286,11 @@ describe('node failure', () => {
     const held = new Promise<void>((r) => (release = r));
     let writing!: () => void;
     const underWay = new Promise<void>((r) => (writing = r));
-    store.putNode = async (n, roster) => {
+    store.putNode = async (n, roster, ttlMs) => {
       writing();
       await held;
       written.push(n.load.runningCount);
-      return putNode(n, roster);
+      return putNode(n, roster, ttlMs);
     };
     const report = (n: number) => heartbeat('a', { load: { ...heartbeat('a').load, runningCount: n } });
     const beats = [membership.heartbeat(report(1))];

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { notFound } from '@agentenv/common';
 import type { Orchestrator, SnapshotCatalog, SnapshotInfo } from '../../orchestrator/index.js';
+import { createBodyOf } from '../create-body.js';
 import { errorBody } from '../errors.js';
 import { paginate } from '../pagination.js';
 import { SandboxParams } from '../schemas.js';
@@ -71,6 +72,12 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRoutesOptions> = 
       if (!found) throw notFound(`snapshot ${req.params.idOrName} not found`);
       return snapshotBody(found.info);
     },
+  );
+
+  // The create body of a child of this sandbox started on another node (the gateway spills a
+  // fork's children there from a snapshot): the settings a child on this node gets.
+  app.get('/sandboxes/:sandboxID/fork', { schema: { params: SandboxParams } }, async (req) =>
+    createBodyOf(orch.forkSettings(req.params.sandboxID)),
   );
 
   app.post(
