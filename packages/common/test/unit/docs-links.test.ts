@@ -37,10 +37,8 @@ function prose(markdown: string): string[] {
 function headingSlugs(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const slugs = new Set<string>();
-  let fenced = false;
-  for (const line of markdown.split('\n')) {
-    if (/^\s*(```|~~~)/.test(line)) fenced = !fenced;
-    const heading = fenced ? null : /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
+  for (const line of prose(markdown)) {
+    const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (!heading) continue;
     const base = heading[1]
       .replace(/!?\[([^\]]*)\]\([^)]*\)/g, '$1')
