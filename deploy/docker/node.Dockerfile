@@ -4,7 +4,7 @@
 # Run it with the host's /dev and a state directory; privileged where the host allows it:
 #   docker run -d --name aenv-node --privileged --network host --cgroupns host \
 #     -v /dev:/dev -v /sys/fs/cgroup:/sys/fs/cgroup -v /var/lib/aenv:/var/lib/aenv aenv/node:<version>
-# and where --privileged is refused, with the capabilities listed in the README (Deploy → Docker).
+# and where --privileged is refused, with the capabilities listed in docs/deploy.md (2. Container image).
 ARG BASE=debian:bookworm-slim
 FROM ${BASE}
 

@@ -23,7 +23,7 @@ const COMPOSE_PORT = 18220;
 /**
  * `--privileged` asks for every capability, which fails where the bounding set lacks one (here
  * CAP_SYS_RESOURCE). Instead: every capability Docker 20.10 can name beyond its defaults except
- * SYS_RESOURCE (MACHINE-RECIPES.md: gVisor runs with these); the README lists the same.
+ * SYS_RESOURCE (MACHINE-RECIPES.md: gVisor runs with these); docs/deploy.md lists the same.
  */
 export const NODE_CAPABILITIES = [
   'AUDIT_CONTROL',
