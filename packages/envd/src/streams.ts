@@ -1,3 +1,5 @@
+import { Code, ConnectError } from '@connectrpc/connect';
+
 /**
  * A single-consumer async queue: producers push, one `for await` drains. Used to turn callback
  * sources (process output, file watchers) into the async iterables Connect streams are made of.
@@ -85,4 +87,15 @@ export async function* withKeepalive<T>(
 export function keepaliveIntervalMs(headers: Headers): number | undefined {
   const v = Number(headers.get('keepalive-ping-interval'));
   return Number.isFinite(v) && v > 0 ? Math.min(v, 3600) * 1000 : undefined;
+}
+
+/**
+ * How a server stream whose request was aborted ends, as in E2B's envd (its handlers return
+ * `ctx.Err()`): with the abort's error, `deadline_exceeded` once the request's Connect-Timeout-Ms
+ * has passed, instead of a clean end the client would take for a finished stream (the Python SDK
+ * then reports "Command ended without an end event" rather than a timeout). Nothing when the
+ * signal was not aborted.
+ */
+export function abortError(signal: AbortSignal): ConnectError | undefined {
+  return signal.aborted ? ConnectError.from(signal.reason, Code.Canceled) : undefined;
 }

@@ -6,7 +6,7 @@ import { type Filesystem, type WatchDirResponse, WatchDirResponseSchema } from '
 import { basicAuthUser } from '../auth.js';
 import { alreadyExists, invalidArgument, notFound, toConnectError } from '../errors.js';
 import type { EnvdState } from '../state.js';
-import { AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../streams.js';
+import { abortError, AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../streams.js';
 import type { SystemUser } from '../users.js';
 import { ensureDirs } from './dirs.js';
 import { entryInfo } from './entry.js';
@@ -117,6 +117,8 @@ export function filesystemService(state: EnvdState): ServiceImpl<typeof Filesyst
           () => watchResponse({ case: 'keepalive', value: {} }),
           ctx.signal,
         );
+        const aborted = abortError(ctx.signal);
+        if (aborted) throw aborted;
       } finally {
         ctx.signal.removeEventListener('abort', stop);
         watcher?.close();

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { watch, type BigIntStats, type FSWatcher } from 'node:fs';
+import { lstatSync, watch, type BigIntStats, type FSWatcher } from 'node:fs';
 import { lstat, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { create } from '@bufbuild/protobuf';
@@ -19,10 +19,9 @@ import { readDirSorted } from './list.js';
  * path afterwards, against what we remember of it (bounded, KNOWN_LIMIT paths):
  * - 'rename', the path exists and is a file we did not know → CREATE; gone → REMOVE, or RENAME
  *   when it is a move (see detectMoves).
- * - 'change', or 'rename' of a file we already knew → CHMOD when only mode, owner or ctime moved
- *   since we last saw it, else WRITE.
- * Events that arrive together (one inotify read) form a batch, processed in order, with repeats
- * of the same type and name dropped. Entries found in a directory that appears during a recursive
+ * - 'change', or 'rename' of a file we already knew → one CHMOD or WRITE each (classifyChanges).
+ * Events that arrive together (one inotify read) form a batch, processed in order, with repeated
+ * appearances and disappearances of one name dropped. Entries found in a directory that appears during a recursive
  * watch are announced as CREATE, since they were made before any watch could see them. inotify
  * names events about a watched directory itself after that directory; they are recognised by the
  * name and dropped (attribute change) or taken as its removal (the directory is gone).
@@ -58,12 +57,16 @@ interface RawEvent {
   dir: string;
   kind: 'rename' | 'change';
   name: string;
+  /** What the event is as a change, judged when it arrived (changeAtArrival). */
+  change: EventType;
 }
 
 interface Observed {
   type: EventType;
   full: string;
   st?: BigIntStats;
+  /** An inotify IN_ATTRIB or IN_MODIFY (fs.watch's 'change'), typed by classifyChanges. */
+  change?: boolean;
 }
 
 /** How many paths' last stat results are remembered for CHMOD and RENAME detection. */
@@ -91,6 +94,8 @@ function carriesEntry(type: EventType): boolean {
 export class DirWatcher {
   private readonly dirs = new Map<string, { watcher: FSWatcher; ino?: bigint }>();
   private readonly known = new Map<string, Known>();
+  /** Each path's state when its latest event arrived (bounded, KNOWN_LIMIT paths). */
+  private readonly arrived = new Map<string, BigIntStats>();
   private pending: RawEvent[] = [];
   private scheduled = false;
   private chain: Promise<void> = Promise.resolve();
@@ -115,6 +120,7 @@ export class DirWatcher {
     for (const { watcher } of this.dirs.values()) watcher.close();
     this.dirs.clear();
     this.known.clear();
+    this.arrived.clear();
     this.pending = [];
   }
 
@@ -183,7 +189,8 @@ export class DirWatcher {
 
   private onRaw(dir: string, kind: string, name: string | Buffer | null): void {
     if (this.closed || name === null) return;
-    this.pending.push({ dir, kind: kind === 'change' ? 'change' : 'rename', name: String(name) });
+    const change = this.changeAtArrival(path.join(dir, String(name)));
+    this.pending.push({ dir, kind: kind === 'change' ? 'change' : 'rename', name: String(name), change });
     if (this.scheduled) return;
     this.scheduled = true;
     // Everything one inotify read delivered arrives before this runs: that is a batch.
@@ -220,21 +227,68 @@ export class DirWatcher {
       // Attribute changes of a subdirectory come as 'rename' too (inotify flags them IN_ISDIR).
       const sameAsBefore = st && prev && !prev.announced && fileKey(prev) === fileKey(st);
       if (raw.kind === 'change' || sameAsBefore) {
-        observed.push({ type: st ? this.changeType(full, st) : EventType.WRITE, full, st });
+        observed.push({ type: raw.change, full, st, change: true });
       } else {
         observed.push({ type: st ? EventType.CREATE : EventType.REMOVE, full, st });
       }
     }
+    this.classifyChanges(observed);
     this.detectMoves(observed);
 
     const namer = this.opts.includeEntry ? this.opts.namer() : undefined;
     const seen = new Set<string>();
     for (const o of observed) {
+      if (this.closed) return;
+      // Each change is its own inotify event, reported as E2B's envd does; an appearance or a
+      // disappearance seen twice is one looked at late.
       const key = `${o.type}\0${o.full}`;
-      if (seen.has(key) || this.closed) continue;
+      if (!o.change && seen.has(key)) continue;
       seen.add(key);
       await this.apply(o, namer);
     }
+  }
+
+  /**
+   * Types the changes that arrived together: IN_ATTRIB is CHMOD, IN_MODIFY is WRITE (E2B's envd
+   * reports one event per inotify event, so an upload of a new file is CREATE, CHMOD for its
+   * owner, WRITE). Their states on arrival were the same, so they cannot tell; but the kernel
+   * merges an event into an identical one queued right before it, so a run of changes to one
+   * path alternates between the two, and the path's state says what the last one was. A change
+   * on its own keeps the type judged on arrival.
+   */
+  private classifyChanges(observed: Observed[]): void {
+    for (let i = observed.length - 1; i >= 0; i--) {
+      const o = observed[i]!;
+      if (!o.change || !o.st) continue;
+      const inRun = (other: Observed | undefined) => other?.change === true && other.full === o.full;
+      const next = observed[i + 1];
+      if (inRun(next)) o.type = next!.type === EventType.CHMOD ? EventType.WRITE : EventType.CHMOD;
+      else if (inRun(observed[i - 1])) o.type = this.lastChangeType(o.full, o.st);
+    }
+  }
+
+  /**
+   * A change as inotify names it, judged by the path's state when the event arrives against its
+   * state at its previous event: a write moves the size or the mtime, anything else is an
+   * attribute change. Without a previous state, a ctime past the mtime means attributes moved
+   * after the last write. (A synchronous lstat: the state must be the one right after the event,
+   * not after what an upload under way does next.)
+   */
+  private changeAtArrival(full: string): EventType {
+    let st: BigIntStats | undefined;
+    try {
+      st = lstatSync(full, { bigint: true, throwIfNoEntry: false });
+    } catch {
+      st = undefined;
+    }
+    const prev = this.arrived.get(full);
+    this.arrived.delete(full);
+    if (!st) return EventType.WRITE;
+    this.arrived.set(full, st);
+    if (this.arrived.size > KNOWN_LIMIT) this.arrived.delete(this.arrived.keys().next().value!);
+    if (prev && fileKey(prev) === fileKey(st))
+      return prev.size === st.size && prev.mtimeNs === st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
+    return st.ctimeNs > st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
   }
 
   /**
@@ -263,7 +317,12 @@ export class DirWatcher {
       unmatchedRemoves[0]!.type = EventType.RENAME;
   }
 
-  private changeType(full: string, st: BigIntStats): EventType {
+  /**
+   * What the latest change to a path was: attributes (CHMOD) when its ctime passed its mtime (a
+   * write moves both) or, for a path we know, when only mode, owner or ctime moved since.
+   */
+  private lastChangeType(full: string, st: BigIntStats): EventType {
+    if (st.ctimeNs > st.mtimeNs) return EventType.CHMOD;
     const prev = this.known.get(full);
     if (
       prev &&

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable, Writable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { open, stat, type FileHandle } from 'node:fs/promises';
+import { chown, open, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { createGzip, createGunzip, gzipSync } from 'node:zlib';
 import busboy from 'busboy';
@@ -25,6 +25,20 @@ import {
   parseContentEncoding,
   parseRange,
 } from './negotiate.js';
+
+/** False when the file is gone. */
+async function chownIfExists(p: string, user: SystemUser): Promise<boolean> {
+  try {
+    await chown(p, user.uid, user.gid);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+/** The largest part without a file name: busboy holds such a part in memory. */
+const MAX_FIELD_FILE = 64 << 20;
 
 /** One written file, as E2B's envd lists it in the upload reply. */
 interface UploadedFile {
@@ -284,7 +298,9 @@ function uploadMultipart(
         // Part filenames are destination paths: keep their directories, read them as UTF-8.
         preservePath: true,
         defParamCharset: 'utf8',
-        limits: { fields: 1000, fieldSize: 1 << 20, headerPairs: 100 },
+        // A part without a file name comes as a field: latin1 keeps its bytes.
+        defCharset: 'latin1',
+        limits: { fields: 1000, fieldSize: MAX_FIELD_FILE, headerPairs: 100 },
       });
     } catch (err) {
       reject(invalidArgument(`error parsing multipart form: ${(err as Error).message}`));
@@ -297,17 +313,11 @@ function uploadMultipart(
       if (failure === undefined) failure = bodyError(err);
       reject(failure);
     };
-    parser.on('file', (field, part, info) => {
-      // A part fails when the form is cut short, maybe before anyone reads it; pipeInto sees it.
-      part.on('error', () => undefined);
-      if (field !== 'file' || failure !== undefined) {
-        part.resume();
-        return;
-      }
+    const enqueue = (filename: string | undefined, part: Readable) => {
       chain = chain
         .then(async () => {
           if (failure !== undefined) return void part.resume();
-          const target = targetOf(info.filename);
+          const target = targetOf(filename);
           if (written.some((f) => f.path === target)) {
             throw invalidArgument(
               `you cannot upload multiple files to the same path '${target}' in one upload request, ` +
@@ -320,6 +330,27 @@ function uploadMultipart(
           part.resume();
           fail(err);
         });
+    };
+    parser.on('file', (field, part, info) => {
+      // A part fails when the form is cut short, maybe before anyone reads it; pipeInto sees it.
+      part.on('error', () => undefined);
+      if (field !== 'file' || failure !== undefined) {
+        part.resume();
+        return;
+      }
+      enqueue(info.filename, part);
+    });
+    // E2B's envd writes every part named `file`, also one without a file name (FormData's
+    // `append('file', 'text')`), which busboy hands over as a field.
+    parser.on('field', (field, value: string, info) => {
+      if (field !== 'file' || failure !== undefined) return;
+      if (info.valueTruncated) {
+        fail(invalidArgument(`a file part without a file name must be under ${MAX_FIELD_FILE} bytes`));
+        return;
+      }
+      // Decoded as latin1 (defCharset): one character per byte, so this gives the bytes back. A
+      // part that names another charset is decoded in it, and only its latin1 text survives.
+      enqueue(undefined, Readable.from([Buffer.from(value, 'latin1')]));
     });
     let body: Readable;
     try {
@@ -352,9 +383,12 @@ async function writeFile(
     await ensureDirs(path.dirname(target), user.uid, user.gid);
     const existing = await stat(target).catch(() => undefined);
     if (existing?.isDirectory()) throw invalidArgument(`path is a directory: ${target}`);
+    // The owner is set as E2B's envd sets it, so watchers see the same events: an existing file's
+    // before it is truncated, a new file's once it is made.
+    const chowned = existing !== undefined && (await chownIfExists(target, user));
     const fh = await open(target, 'w', 0o666);
     try {
-      await fh.chown(user.uid, user.gid);
+      if (!chowned) await fh.chown(user.uid, user.gid);
     } catch (err) {
       await fh.close();
       throw err;

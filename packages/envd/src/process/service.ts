@@ -13,7 +13,7 @@ import {
 import { basicAuthUser } from '../auth.js';
 import { invalidArgument, toConnectError } from '../errors.js';
 import type { EnvdState } from '../state.js';
-import { keepaliveIntervalMs, withKeepalive } from '../streams.js';
+import { abortError, keepaliveIntervalMs, withKeepalive } from '../streams.js';
 import type { ProcessOutput } from './events.js';
 import type { ManagedProcess } from './managed-process.js';
 import type { ProcessManager, Selector } from './manager.js';
@@ -43,7 +43,8 @@ const keepaliveEvent = () => create(ProcessEventSchema, { event: { case: 'keepal
 
 /**
  * The event stream of one subscriber: start{pid}, output, end. A client that disconnects only
- * stops its own stream; the process keeps running.
+ * stops its own stream; the process keeps running. A stream whose deadline passes before the end
+ * event ends with `deadline_exceeded` (see abortError).
  */
 async function* follow(proc: ManagedProcess, ctx: HandlerContext): AsyncGenerator<ProcessEvent> {
   const sub = proc.subscribe();
@@ -52,7 +53,12 @@ async function* follow(proc: ManagedProcess, ctx: HandlerContext): AsyncGenerato
   try {
     yield startEvent(proc.pid);
     const events = withKeepalive(sub, keepaliveIntervalMs(ctx.requestHeader), () => null, ctx.signal);
-    for await (const out of events) yield out ? toEvent(out) : keepaliveEvent();
+    for await (const out of events) {
+      yield out ? toEvent(out) : keepaliveEvent();
+      if (out?.kind === 'end') return;
+    }
+    const aborted = abortError(ctx.signal);
+    if (aborted) throw aborted;
   } finally {
     ctx.signal.removeEventListener('abort', onAbort);
     proc.unsubscribe(sub);

@@ -1,3 +1,4 @@
+import { chownSync, closeSync, existsSync, fchownSync, openSync, writeSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -144,6 +145,55 @@ describe('DirWatcher', () => {
     await rm(dir, { recursive: true });
     await waitFor(EventType.REMOVE, '.');
     expect(watcher!.watchedDirectories).toBe(0);
+  });
+});
+
+/**
+ * What E2B's envd (fsnotify, one event per inotify event) reports for each step, each step on
+ * its own and settled before the next.
+ */
+describe('DirWatcher event sequences, as E2B envd reports them', () => {
+  /** The events of one step (without the settle markers). */
+  async function step(run: () => Promise<void> | void): Promise<string[]> {
+    await settled();
+    const from = events.length;
+    await run();
+    await settled();
+    return events
+      .slice(from)
+      .map((e) => `${EventType[e.type]} ${e.name}`)
+      .filter((e) => !e.includes('.settled-'));
+  }
+  /** envd's upload (E2B's and ours): the owner set before truncating or after creating, then the data. */
+  const upload = (p: string, data: string) => {
+    const existed = existsSync(p);
+    if (existed) chownSync(p, process.getuid!(), process.getgid!());
+    const fd = openSync(p, 'w', 0o666);
+    if (!existed) fchownSync(fd, process.getuid!(), process.getgid!());
+    writeSync(fd, data);
+    closeSync(fd);
+  };
+
+  it('create, write, overwrite, chmod, rename, remove', async () => {
+    await startWatch();
+    const f = path.join(dir, 'f');
+    expect(await step(() => upload(f, 'one'))).toEqual(['CREATE f', 'CHMOD f', 'WRITE f']);
+    expect(await step(() => writeFile(path.join(dir, 'g'), 'x'))).toEqual(['CREATE g', 'WRITE g']);
+    expect(await step(() => upload(f, 'two'))).toEqual(['CHMOD f', 'WRITE f']);
+    expect(await step(() => chmod(f, 0o600))).toEqual(['CHMOD f']);
+    expect(await step(() => rename(f, path.join(dir, 'h')))).toEqual(['RENAME f', 'CREATE h']);
+    expect(await step(() => rm(path.join(dir, 'h')))).toEqual(['REMOVE h']);
+  });
+
+  it('a new file in a nested directory of a recursive watch: CREATE first, then its changes', async () => {
+    await mkdir(path.join(dir, 'nested'));
+    await startWatch({ recursive: true });
+    expect(await step(() => upload(path.join(dir, 'nested/f'), 'content'))).toEqual([
+      'CREATE nested/f',
+      'CHMOD nested/f',
+      'WRITE nested/f',
+    ]);
+    expect(await step(() => chmod(path.join(dir, 'nested'), 0o700))).toEqual(['CHMOD nested']);
   });
 });
 

@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { parseMeminfo, parseProcStat } from '../../src/metrics.js';
 import { processEnd } from '../../src/process/events.js';
-import { AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../../src/streams.js';
+import { Code, ConnectError, createHandlerContext } from '@connectrpc/connect';
+import { Process } from '@agentenv/protocol';
+import { abortError, AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../../src/streams.js';
 
 describe('processEnd', () => {
   it('words exits and signals like Go', () => {
@@ -18,6 +21,35 @@ describe('processEnd', () => {
       status: 'signal: killed',
     });
     expect(processEnd(null, 'SIGTERM').status).toBe('signal: terminated');
+  });
+});
+
+describe('abortError', () => {
+  const context = (timeoutMs: number | undefined, requestSignal?: AbortSignal) =>
+    createHandlerContext({
+      service: Process,
+      method: Process.method.start,
+      protocolName: 'connect',
+      requestMethod: 'POST',
+      url: '/process.Process/Start',
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      ...(requestSignal ? { requestSignal } : {}),
+    });
+
+  it('is deadline_exceeded once the request deadline passed, as E2B envd ends such a stream', async () => {
+    const ctx = context(1);
+    await eventually(() => expect(ctx.signal.aborted).toBe(true), { intervalMs: 1 });
+    const err = abortError(ctx.signal);
+    expect(err).toBeInstanceOf(ConnectError);
+    expect(err?.code).toBe(Code.DeadlineExceeded);
+  });
+
+  it('is canceled when the client went away, and nothing while the request lives', () => {
+    const client = new AbortController();
+    const ctx = context(60_000, client.signal);
+    expect(abortError(ctx.signal)).toBeUndefined();
+    client.abort();
+    expect(abortError(ctx.signal)?.code).toBe(Code.Canceled);
   });
 });
 

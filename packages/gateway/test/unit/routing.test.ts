@@ -36,6 +36,8 @@ describe('control-plane routing', () => {
       { kind: 'template', templateId: 't1', register: false },
     ],
     ['GET', '/templates', { kind: 'any-node' }],
+    // Template.exists: built templates and snapshots are in the shared repository, base everywhere.
+    ['GET', '/templates/aliases/base', { kind: 'any-node' }],
     ['GET', '/snapshots?sandboxID=x', { kind: 'any-node' }],
     ['GET', '/snapshots/snap1', { kind: 'any-node' }],
     ['DELETE', '/templates/t1', { kind: 'any-node' }],

@@ -42,10 +42,14 @@ export const CreateSandboxBody = Type.Object(
 );
 
 export const TimeoutBody = Type.Object({ timeout: Type.Integer({ minimum: 0, maximum: 2_592_000 }) });
-/** connect/resume; `memory: false` resumes a paused sandbox by a cold boot (SDK onResume 'reboot'). */
+/**
+ * connect/resume; `memory: false` resumes a paused sandbox by a cold boot (SDK onResume 'reboot').
+ * Connect takes a timeout of 0 as E2B does (a running sandbox keeps its end time, a paused one
+ * resumes already expired); resume refuses it.
+ */
 export const OptionalTimeoutBody = Type.Object(
   {
-    timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 2_592_000 })),
+    timeout: Type.Optional(Type.Integer({ minimum: 0, maximum: 2_592_000 })),
     memory: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: true },

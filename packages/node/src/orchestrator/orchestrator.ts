@@ -229,10 +229,14 @@ export class Orchestrator {
     return this.killer.kill(id, reason);
   }
 
-  /** POST /timeout: end = now + secs, which may shorten it. */
+  /**
+   * POST /timeout: end = now + secs, which may shorten it. 0 is E2B's "time out now": the timeout
+   * action (kill or pause) starts at once instead of at the next TTL sweep.
+   */
   async setTimeout(id: string, secs: number): Promise<void> {
     await this.ready(id);
-    return this.settings.endTime(id, secs, 'set');
+    await this.settings.endTime(id, secs, 'set');
+    if (secs === 0) this.expiry.sweep();
   }
 
   /** POST /refreshes: extend only. */

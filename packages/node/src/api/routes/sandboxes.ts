@@ -48,6 +48,9 @@ export interface SandboxRoutesOptions {
   volumes: Pick<VolumeMounts, 'resolve'>;
 }
 
+/** The template a create without `templateID` starts from. */
+export const DEFAULT_TEMPLATE = 'base';
+
 /** E2B's limit on `GET /sandboxes/metrics?sandbox_ids=`. */
 const MAX_METRICS_IDS = 100;
 /** E2B's default and largest page of log entries. */
@@ -61,13 +64,18 @@ const logEntryBody = (e: SandboxLogEntry) => ({
   fields: e.fields,
 });
 
+/** E2B refuses a timeout of 0 where a sandbox would start already expired (create, resume). */
+function refuseZeroTimeout(timeout: number | undefined): void {
+  if (timeout === 0) throw invalid('Timeout must be greater than 0');
+}
+
 /** A create request's settings, everything but the template (shared with /sandboxes-cold). */
 export function createInput(
   body: Static<typeof CreateSandboxBody>,
   alwaysSecure: boolean,
   defaultTimeoutSecs: number,
 ): Omit<CreateSandboxInput, 'source'> {
-  if (body.timeout === 0) throw invalid('timeout must be at least 1 second');
+  refuseZeroTimeout(body.timeout);
   const egress = validateEgress({
     allowInternet: body.allow_internet_access ?? true,
     allowOut: body.network?.allowOut ?? [],
@@ -95,7 +103,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     orch.create({
       ...createInput(body, alwaysSecure, opts.defaultTimeoutSecs),
       volumeMounts: opts.volumes.resolve(body.volumeMounts ?? []),
-      source: { kind: 'named', name: body.templateID ?? 'base' },
+      source: { kind: 'named', name: body.templateID ?? DEFAULT_TEMPLATE },
     });
   for (const url of ['/sandboxes', '/v2/sandboxes']) {
     app.post(url, { schema: { body: CreateSandboxBody } }, async (req, reply) => {
@@ -131,7 +139,6 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     '/sandboxes/:sandboxID/timeout',
     { schema: { params: SandboxParams, body: TimeoutBody } },
     async (req, reply) => {
-      if (req.body.timeout === 0) throw invalid('timeout must be at least 1 second');
       await orch.setTimeout(req.params.sandboxID, req.body.timeout);
       return reply.status(204).send();
     },
@@ -177,6 +184,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
   // The deprecated resume sets the end time, and answers 409 for a running sandbox.
   app.post('/sandboxes/:sandboxID/resume', connectSchema, async (req, reply) => {
     // Unknown here may still be paused on another node sharing the repository: connect looks.
+    refuseZeroTimeout(req.body?.timeout);
     const rec = orch.find(req.params.sandboxID);
     if (rec?.state === 'running')
       throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already running`);

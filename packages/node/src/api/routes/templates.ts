@@ -6,7 +6,7 @@ import { DEFAULT_RESOURCES } from '../../runtime/index.js';
 import { checkFilesHash, type BuildFiles, type BuiltTemplates } from '../../templates/index.js';
 import { CreateSandboxBody } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';
-import { createInput } from './sandboxes.js';
+import { createInput, DEFAULT_TEMPLATE } from './sandboxes.js';
 
 export interface TemplateRoutesOptions {
   orchestrator: Orchestrator;
@@ -153,10 +153,16 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
 
   for (const url of ['/templates', '/v2/templates']) app.get(url, async () => templates.list());
 
+  // E2B's TemplateAliasResponse, for any name a create takes: a built template, a snapshot, or
+  // `base` (public, as E2B's own templates are to a team).
   app.get('/templates/aliases/:alias', { schema: { params: Type.Object({ alias: Id }) } }, async (req) => {
-    const t = await templates.get(req.params.alias);
-    if (!t) throw notFound(`template ${req.params.alias} not found`);
-    return { templateID: t.templateID, public: false };
+    const { alias } = req.params;
+    const t = await templates.get(alias);
+    if (t) return { templateID: t.templateID, public: false };
+    const [snapshot] = await opts.snapshots.list({ name: alias });
+    if (snapshot) return { templateID: snapshot.snapshotID, public: false };
+    if (alias === DEFAULT_TEMPLATE) return { templateID: DEFAULT_TEMPLATE, public: true };
+    throw notFound(`template alias ${alias} not found`);
   });
 
   app.get('/templates/:templateID', { schema: { params: TemplateParams } }, async (req) => {

@@ -1,0 +1,84 @@
+import { Sandbox, Template } from 'e2b';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
+import { api, useTestServer } from '@agentenv/test-support/server';
+
+useTestServer();
+beforeAll(async () => {
+  // The first create waits for the base template (built once per machine).
+  const warm = await Sandbox.create({ timeoutMs: 60_000 });
+  await warm.kill();
+});
+
+const state = async (id: string) => {
+  const r = await api('GET', `/sandboxes/${id}`);
+  return r.status === 404 ? 'gone' : r.json?.state;
+};
+
+describe('setTimeout(0): the timeout action, now', () => {
+  it('kills a sandbox without auto-pause and pauses one with it', async () => {
+    const killed = await Sandbox.create({ lifecycle: { onTimeout: 'kill' } });
+    const paused = await Sandbox.create({ lifecycle: { onTimeout: 'pause' } });
+    try {
+      await killed.setTimeout(0);
+      await paused.setTimeout(0);
+      await eventually(
+        async () => {
+          expect(await state(killed.sandboxId)).toBe('gone');
+          expect(await state(paused.sandboxId)).toBe('paused');
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+    } finally {
+      await killed.kill().catch(() => undefined);
+      await paused.kill();
+    }
+  });
+
+  it('connect takes a timeout of 0 (a running sandbox keeps its end); create and resume refuse it', async () => {
+    const sbx = await Sandbox.create({ timeoutMs: 120_000 });
+    try {
+      const before = (await sbx.getInfo()).endAt.getTime();
+      const c = await api('POST', `/sandboxes/${sbx.sandboxId}/connect`, { timeout: 0 });
+      expect(c.status).toBe(200);
+      expect((await sbx.getInfo()).endAt.getTime()).toBe(before);
+      expect(await state(sbx.sandboxId)).toBe('running');
+
+      const created = await api('POST', '/sandboxes', { templateID: 'base', timeout: 0 });
+      expect(created.status).toBe(400);
+      const resumed = await api('POST', `/sandboxes/${sbx.sandboxId}/resume`, { timeout: 0 });
+      expect(resumed.status).toBe(400);
+      expect(resumed.json?.message).toBe('Timeout must be greater than 0');
+    } finally {
+      await sbx.kill();
+    }
+  });
+});
+
+describe('GET /templates/aliases/{alias}', () => {
+  it('knows base and snapshots by name, 404 otherwise, and wants the API key', async () => {
+    expect(await Template.exists('base')).toBe(true);
+    expect(await Template.exists('no-such-template-xyz')).toBe(false);
+    expect((await api('GET', '/templates/aliases/base')).json).toEqual({ templateID: 'base', public: true });
+    const missing = await api('GET', '/templates/aliases/no-such-template-xyz');
+    expect(missing.status).toBe(404);
+
+    const sbx = await Sandbox.create();
+    const name = `parity-alias-${Date.now()}`;
+    try {
+      const snap = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots`, { name });
+      expect(snap.status).toBe(201);
+      expect(await Template.exists(name)).toBe(true);
+      expect((await api('GET', `/templates/aliases/${name}`)).json).toEqual({
+        templateID: snap.json?.snapshotID,
+        public: false,
+      });
+    } finally {
+      await sbx.kill();
+      await api('DELETE', `/templates/${name}`);
+    }
+
+    const anonymous = await fetch(new URL('/templates/aliases/base', process.env.E2B_API_URL));
+    expect(anonymous.status).toBe(401);
+  });
+});
