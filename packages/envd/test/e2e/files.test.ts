@@ -639,8 +639,12 @@ describe('/files over raw HTTP', () => {
   it('answers 507 when the disk is full', async () => {
     const mnt = `${base}/small`;
     await mkdir(mnt);
+    // Mounted in envd's mount namespace (the fixture gives it its own), where its writes land.
+    const inEnvd = ['--target', String(envd.child.pid), '--mount', '--'];
     try {
-      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', mnt], { stdio: 'ignore' });
+      execFileSync('nsenter', [...inEnvd, 'mount', '-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', mnt], {
+        stdio: 'ignore',
+      });
     } catch {
       return; // no permission to mount here: nothing to test
     }
@@ -650,7 +654,7 @@ describe('/files over raw HTTP', () => {
       ).rejects.toThrow(NotEnoughSpaceError);
       expect((await fetch(`${ENVD_URL}/health`)).status).toBe(204);
     } finally {
-      execFileSync('umount', [mnt]);
+      execFileSync('nsenter', [...inEnvd, 'umount', mnt]);
     }
   });
 });

@@ -16,6 +16,11 @@ export function ensureTestUser(): void {
   }
 }
 
+/** Hides root's shell start-up files behind /dev/null, then becomes the given command (same pid). */
+const WITHOUT_ROOT_DOTFILES =
+  'for f in /root/.bashrc /root/.profile /root/.bash_profile /root/.bash_login; do ' +
+  '[ -f "$f" ] && mount --bind /dev/null "$f"; done; exec "$@"';
+
 export interface EnvdProcess {
   child: ChildProcess;
   stop(): Promise<void>;
@@ -28,10 +33,16 @@ export interface EnvdProcess {
 export async function startEnvdProcess(args: string[] = []): Promise<EnvdProcess> {
   ensureTestUser();
   process.env.E2B_DEBUG = 'true';
-  const child = spawn(process.execPath, [MAIN, '--port', String(ENVD_PORT), ...args], {
-    stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, AENV_ENVD_LOG_LEVEL: 'warn' },
-  });
+  // Commands run as root are `bash -l` with HOME=/root: the host's own dotfiles would run in every
+  // one (a version manager's `init` there takes a lock that a killed shell leaves behind, and then
+  // every later login shell waits a minute). envd sees the host's files, mounts made later included,
+  // but root's shell start-up files read as empty, as in a fresh sandbox.
+  const envd = [process.execPath, MAIN, '--port', String(ENVD_PORT), ...args];
+  const child = spawn(
+    'unshare',
+    ['--mount', '--propagation', 'slave', '--', 'sh', '-c', WITHOUT_ROOT_DOTFILES, 'sh', ...envd],
+    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, AENV_ENVD_LOG_LEVEL: 'warn' } },
+  );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + 15_000;
   for (;;) {
