@@ -1,5 +1,4 @@
-import { installProcessPolicy, keyFromEnv, logOptions } from '@agentenv/common';
-import { pino } from 'pino';
+import { DomainError, installProcessPolicy, keyFromEnv, processLogger } from '@agentenv/common';
 import { GatewayConfigError, loadGatewayConfig } from './config.js';
 import { startGateway } from './gateway.js';
 import { ConnectScheduler } from './scheduler/connect.js';
@@ -7,7 +6,7 @@ import { ConnectScheduler } from './scheduler/connect.js';
 /** aenv-gateway: configured from the environment only (AGENTENV-API.md §3). */
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
-  const logger = pino(logOptions('aenv-gateway', config.logLevel));
+  const logger = processLogger('aenv-gateway', config.logLevel);
   let close = () => Promise.resolve();
   let stopping: Promise<void> | undefined;
   const stop = () => (stopping ??= close());
@@ -34,7 +33,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  const msg = err instanceof GatewayConfigError ? err.message : ((err as Error).stack ?? String(err));
+  const msg =
+    err instanceof GatewayConfigError || err instanceof DomainError
+      ? err.message
+      : ((err as Error).stack ?? String(err));
   process.stderr.write(`aenv-gateway: ${msg}\n`);
   process.exit(1);
 });

@@ -3,8 +3,8 @@ import { totalmem } from 'node:os';
 import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
-import { installProcessPolicy, logOptions, type BannerKey } from '@agentenv/common';
-import { pino, type Logger } from 'pino';
+import { installProcessPolicy, processLogger, type BannerKey } from '@agentenv/common';
+import type { Logger } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
 import { ConfigError, loadConfig, parseListenAddress, type NodeConfig } from './config/index.js';
@@ -54,7 +54,7 @@ async function undoStart(): Promise<void> {
   undoStartup.length = 0;
 }
 
-const logger = pino(logOptions('aenv-server', process.env.AENV_LOG_LEVEL ?? 'info'));
+const logger = processLogger('aenv-server', process.env.AENV_LOG_LEVEL ?? 'info');
 // Stopping pauses every running sandbox; systemd and Kubernetes give the node 15 minutes.
 installProcessPolicy({
   logger,

@@ -1,9 +1,8 @@
 import { readFileSync } from 'node:fs';
-import { pino } from 'pino';
 import { startScheduler } from './app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig } from './config.js';
-import { DomainError, installProcessPolicy, logOptions } from '@agentenv/common';
+import { DomainError, installProcessPolicy, processLogger } from '@agentenv/common';
 import { MemoryStore } from './store/memory-store.js';
 import { RedisStore } from './store/redis-store.js';
 import type { SchedulerStore } from './store/store.js';
@@ -14,7 +13,7 @@ const version = (
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  const logger = pino(logOptions('aenv-scheduler', config.logLevel));
+  const logger = processLogger('aenv-scheduler', config.logLevel);
   let stopping: Promise<void> | undefined;
   let close = () => Promise.resolve();
   const stop = (reason: string) =>

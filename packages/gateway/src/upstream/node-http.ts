@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream';
 import { DomainError } from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { rawRequestHeaders } from './headers.js';
+import { readPastReset } from './read-past-reset.js';
 
 /**
  * A client's request and response. Over HTTP/2 they are the compat objects, handed on as these
@@ -48,6 +49,11 @@ export class NodeHttp {
     if (!a) {
       const opts = { keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: 64 };
       a = url.protocol === 'https:' ? new HttpsAgent(opts) : new HttpAgent(opts);
+      const connect = a.createConnection.bind(a);
+      a.createConnection = (options, cb) => {
+        const socket = connect(options, cb);
+        return socket && readPastReset(socket);
+      };
       this.agents.set(url.origin, a);
     }
     return a;

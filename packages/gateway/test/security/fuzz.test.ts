@@ -89,20 +89,15 @@ const ENVD_PATHS = [
 ];
 
 /**
- * The 5xx answers that are not a failure of the process that gave them, by name:
- * - E2B's answer for a sandbox that is not there, or not reachable on that port (502, with the
- *   sandbox's id on a node, "sandbox … was not found" on the gateway; a HEAD has no body to tell
- *   it by): what a client of a missing sandbox is meant to get.
- * - KNOWN, not fixed here: the gateway streams a control call's body to a node, and when the node
- *   refuses an oversized body (413) and closes before reading it, the write's EPIPE can beat the
- *   413 (upstream/node-http.ts stream()), so the client gets 502 "unreachable: EPIPE". Counted
- *   apart so the summary shows it; any other 5xx fails the run.
+ * The 5xx answers that are not a failure of the process that gave them: E2B's answer for a
+ * sandbox that is not there, or not reachable on that port (502, with the sandbox's id on a node,
+ * "sandbox … was not found" on the gateway; a HEAD has no body to tell it by): what a client of a
+ * missing sandbox is meant to get. Any other 5xx fails the run.
  */
 function designed(status: number, body: string, method: string): string | undefined {
   if (status !== 502) return undefined;
   if (method === 'HEAD' || body.includes('"sandboxId"') || /sandbox .* was not found/.test(body))
     return 'sandbox-not-found 502';
-  if (/is unreachable: (EPIPE|ECONNRESET)/.test(body)) return 'known body-refusal 502';
   return undefined;
 }
 
