@@ -21,7 +21,8 @@ function newestPause(sandboxId: string, kind: 'memory' | 'filesystem') {
     async () => {
       const r = (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records[0];
       expect(r).toBeDefined();
-      const sandbox = (r!.meta as { sandbox: { pauseKind?: string } }).sandbox;
+      // The record's public part; its secrets are sealed beside it.
+      const sandbox = (r!.meta as { pausedSandbox: { pauseKind?: string } }).pausedSandbox;
       expect(sandbox.pauseKind ?? 'memory').toBe(kind);
       return { bytes: r!.bytesTotal, kind };
     },
