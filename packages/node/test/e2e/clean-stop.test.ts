@@ -1,10 +1,14 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { api, removeState, spawnServer, startServer, useSdkEnv } from '@agentenv/test-support/server';
-
-/** The test node's network tag (server-fixture's default instance). */
-const TAG = 'e2e';
+import {
+  api,
+  NODE_TAG as TAG,
+  removeState,
+  spawnServer,
+  startServer,
+  useSdkEnv,
+} from '@agentenv/test-support/server';
 
 /** `iptables-save` without comments and packet counters, split into the test node's lines and the rest. */
 function firewall(): { own: string[]; rest: string[] } {

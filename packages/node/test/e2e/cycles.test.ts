@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { api, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
+import { api, NODE_TAG, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer({ AENV_POOL_SIZE: '0' });
 beforeAll(async () => {
@@ -14,23 +14,22 @@ const sh = (cmd: string, args: string[]) => execFileSync(cmd, args, { encoding: 
 
 /** What sandboxes of the test node hold on the host: processes, namespaces, links, mounts, rules. */
 function footprint() {
-  const tag = RUNTIME_PATH.replace('/run/aenv-', '');
   return {
     runsc: sh('ps', ['-eo', 'args'])
       .split('\n')
       .filter((l) => l.startsWith('runsc') && l.includes(`${RUNTIME_PATH}/`)).length,
     namespaces: sh('ip', ['netns', 'list'])
       .split('\n')
-      .filter((l) => l.startsWith(`aenv-${tag}-`)).length,
+      .filter((l) => l.startsWith(`aenv-${NODE_TAG}-`)).length,
     links: sh('ip', ['-o', 'link'])
       .split('\n')
-      .filter((l) => l.includes(`ae-${tag}-`)).length,
+      .filter((l) => l.includes(`ae-${NODE_TAG}-`)).length,
     mounts: readFileSync('/proc/self/mountinfo', 'utf8')
       .split('\n')
-      .filter((l) => l.includes(RUNTIME_PATH)).length,
+      .filter((l) => l.includes(`${RUNTIME_PATH}/`) || l.includes(`${RUNTIME_PATH} `)).length,
     rules: sh('iptables-save', [])
       .split('\n')
-      .filter((l) => l.includes(tag.toUpperCase()) || l.includes(`-${tag}-`)).length,
+      .filter((l) => l.includes(`-${NODE_TAG}-`)).length,
   };
 }
 

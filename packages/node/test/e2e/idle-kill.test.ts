@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { api, DOMAIN, PORT, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
+import { api, DOMAIN, NODE_TAG as TAG, PORT, useTestServer } from '@agentenv/test-support/server';
 
 // Frozen after 2 s without use; no warm pool, so the test's sandboxes are the only ones.
 useTestServer({ AENV_IDLE_FREEZE_SECS: '2', AENV_POOL_SIZE: '0' });
@@ -15,7 +15,6 @@ beforeAll(async () => {
   await warm.kill();
 }, 300_000);
 
-const TAG = RUNTIME_PATH.replace('/run/aenv-', '');
 const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
 /** Where the node's driver puts one cgroup per runtime sandbox (the freezer's, on cgroup v1). */
 const CGROUPS = V2 ? `/sys/fs/cgroup/aenv-${TAG}` : `/sys/fs/cgroup/freezer/aenv-${TAG}`;

@@ -4,7 +4,14 @@ import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { api, cleanSandboxes, RUNTIME_PATH, startServer, useTestServer } from '@agentenv/test-support/server';
+import {
+  api,
+  cleanSandboxes,
+  nearInstance,
+  RUNTIME_PATH,
+  startServer,
+  useTestServer,
+} from '@agentenv/test-support/server';
 
 const node = useTestServer();
 /** A delay that is the point of a test: a crash at that moment of the work in flight. */
@@ -117,7 +124,7 @@ describe('node restarts', () => {
   });
 
   it('leaves no namespaces or sandboxes behind when it cannot start (port taken)', async () => {
-    const other = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 3;
+    const other = nearInstance(3);
     const taken = createServer((socket) => socket.destroy()).listen(18000 + other, '127.0.0.1');
     await once(taken, 'listening');
     try {

@@ -5,15 +5,16 @@ import { eventually } from '@agentenv/test-support';
 import {
   api,
   API_KEY,
+  homeOf,
+  nearInstance,
   SNAPSHOT_STORE,
   startServer,
-  TEST_HOME,
   urlOf,
   useTestServer,
 } from '@agentenv/test-support/server';
 
 /** The second node of the cross-node test: an instance number no other test uses. */
-const INSTANCE_B = Number(process.env.AENV_TEST_INSTANCE ?? 0) + 5;
+const INSTANCE_B = nearInstance(5);
 
 useTestServer({ AENV_POOL_SIZE: '0' });
 
@@ -166,10 +167,7 @@ describe('two nodes sharing a posix_fs snapshot repository', () => {
   });
   afterAll(async () => {
     await b?.stop();
-    rmSync(`${TEST_HOME.replace(/\/instances\/\d+$/, '')}/instances/${other}`, {
-      recursive: true,
-      force: true,
-    });
+    rmSync(homeOf(other), { recursive: true, force: true });
   });
 
   it('starts a sandbox on node B from a snapshot taken on node A', async () => {

@@ -2,10 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { homeOf } from '@agentenv/test-support/server';
 import { s3RepositoryToml, type S3Server } from '@agentenv/test-support/snapshot';
-
-const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
-export const homeOf = (instance: number) => `${SHARED_HOME}/instances/${instance}`;
 
 /** Drops a test node's sandbox records, captures and runtime cache (not its cached templates). */
 export function resetNode(instance: number): void {

@@ -18,6 +18,8 @@ import {
   api,
   API_KEY,
   cleanSandboxes,
+  homeOf,
+  nearInstance,
   startServer,
   urlOf,
   useSdkEnv,
@@ -25,19 +27,10 @@ import {
 } from '@agentenv/test-support/server';
 import { startSchedulerProcess, type SchedulerProcess } from '@agentenv/test-support/cluster';
 import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
-import {
-  homeOf,
-  metric,
-  nodeConfig,
-  resetNode,
-  startEvilPeer,
-  udpSocketsOf,
-  until,
-  writeP2pKey,
-} from './helpers.js';
+import { metric, nodeConfig, resetNode, startEvilPeer, udpSocketsOf, until, writeP2pKey } from './helpers.js';
 
-const A = 1;
-const B = 2;
+const A = nearInstance(1);
+const B = nearInstance(2);
 const A_P2P = '127.0.0.1:19601';
 const PREFIX = 'p2p-test';
 const SCHEDULER_PORT = 22100;

@@ -15,6 +15,7 @@ import { writeS3RepositoryConfig } from '@agentenv/test-support/snapshot';
 import {
   API_KEY,
   localCaptures,
+  nearInstance,
   startServer,
   URL_BASE,
   urlOf,
@@ -26,7 +27,7 @@ import { resetNode } from '../p2p/helpers.js';
 /** The relay's port (helper 7's range); A reaches S3 only through it. */
 const RELAY_PORT = 22701;
 const PREFIX = 'pause-race-test';
-const B = 1;
+const B = nearInstance(1);
 const B_URL = urlOf(B);
 const SECRET_ENV = { SERVICE_API_KEY: 'sk-race-test-5f1e2d3c4b5a69788796' };
 

@@ -9,13 +9,11 @@ import {
   API_KEY,
   api,
   cleanSandboxes,
+  NODE_TAG as TAG,
   removeState,
   startServer,
   type TestServer,
 } from '@agentenv/test-support/server';
-
-/** The test node's network tag (server-fixture's default instance). */
-const TAG = 'e2e';
 
 const ownNamespaces = () =>
   execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' })

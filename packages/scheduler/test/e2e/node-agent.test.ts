@@ -3,15 +3,21 @@ import { NodeStatus, SandboxEventType, SandboxState } from '@agentenv/protocol/s
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { startSchedulerProcess, type SchedulerProcess } from '@agentenv/test-support/cluster';
-import { API_KEY, startServer, urlOf, type TestServer } from '@agentenv/test-support/server';
+import {
+  API_KEY,
+  homeOf,
+  nearInstance,
+  startServer,
+  urlOf,
+  type TestServer,
+} from '@agentenv/test-support/server';
 import { createSchedulerClient } from '../../src/client.js';
 
 // Test-node instances no other test uses, and a scheduler port of helper range 192xx.
-const A = 6;
-const B = 7;
+const A = nearInstance(6);
+const B = nearInstance(7);
 const SCHEDULER_PORT = 19220;
-const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
-const STORE = `${SHARED_HOME}/instances/${A}/snapshot-store`;
+const STORE = `${homeOf(A)}/snapshot-store`;
 
 const call = async (instance: number, method: string, path: string, body?: unknown) => {
   const r = await fetch(`${urlOf(instance)}${path}`, {
@@ -48,7 +54,7 @@ describe('a node in a cluster', () => {
     await a?.stop();
     await b?.stop();
     await scheduler?.stop();
-    for (const i of [A, B]) rmSync(`${SHARED_HOME}/instances/${i}`, { recursive: true, force: true });
+    for (const i of [A, B]) rmSync(homeOf(i), { recursive: true, force: true });
   });
 
   it('registers by heartbeat, its roster and events reach the scheduler, and SIGTERM drains it before pausing', async () => {

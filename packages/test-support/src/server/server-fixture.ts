@@ -12,10 +12,13 @@ const SERVER = `${packageDir('@agentenv/node')}/bin/aenv-server.js`;
  */
 const SHARED_HOME = process.env.AENV_TEST_HOME ?? '/var/lib/aenv-test';
 /**
- * AENV_TEST_INSTANCE=N (1-9) runs a second test node beside the default one: its own port, network
- * tag and range, and state, sharing the cached layers and templates.
+ * AENV_TEST_INSTANCE=N (0-29) runs a test node beside the others: its own port, network tag and
+ * range, and state, sharing the cached layers and templates. scripts/test.sh gives each of its
+ * lanes a multiple of 10; a file that needs more nodes takes them from the nine above its own.
  */
-const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
+export const INSTANCE = Number(process.env.AENV_TEST_INSTANCE ?? 0);
+/** The `k`th (1-9) extra node of this file, an instance no file of another lane uses. */
+export const nearInstance = (k: number) => INSTANCE + k;
 export const TEST_HOME = INSTANCE ? `${SHARED_HOME}/instances/${INSTANCE}` : SHARED_HOME;
 
 /** A sandbox's local captures on the test node's disk (directory names). */
@@ -29,9 +32,13 @@ export const API_KEY = 'e2b_' + '0123456789abcdef'.repeat(2);
 export const PORT = 18000 + INSTANCE;
 export const URL_BASE = `http://127.0.0.1:${PORT}`;
 export const DOMAIN = 'aenv.test';
-export const RUNTIME_PATH = `/run/aenv-e2e${INSTANCE || ''}`;
+const tagOf = (instance: number) => `e2e${instance || ''}`;
+/** This file's node's network tag: its namespaces are `aenv-<tag>-…`, its chains `AENV-<tag>-…`. */
+export const NODE_TAG = tagOf(INSTANCE);
+export const RUNTIME_PATH = `/run/aenv-${NODE_TAG}`;
 
-const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
+/** A test node's home: the shared one for instance 0, its own under instances/ otherwise. */
+export const homeOf = (instance: number) => (instance ? `${SHARED_HOME}/instances/${instance}` : SHARED_HOME);
 /**
  * Where a node's output is kept: one file per test file and instance, so the output behind a
  * failure in a full run is still there when the run ends.
@@ -52,6 +59,8 @@ function currentTestFile(): string | undefined {
 }
 
 export const urlOf = (instance: number) => `http://127.0.0.1:${18000 + instance}`;
+/** One /16 per instance, clear of the ranges the cluster suite, benches and defaults use. */
+const hostRangeOf = (instance: number) => `10.${20 + instance}.0.0/16`;
 
 function prepareHome(instance: number): void {
   if (!instance) return;
@@ -107,10 +116,10 @@ export function spawnServer(env: Record<string, string> = {}, instance = INSTANC
       ...process.env,
       API_ADDR: `127.0.0.1:${18000 + instance}`,
       AENV_HOME_PATH: homeOf(instance),
-      AENV_RUNTIME_PATH: `/run/aenv-e2e${instance || ''}`,
+      AENV_RUNTIME_PATH: `/run/aenv-${tagOf(instance)}`,
       AENV_API_KEY: API_KEY,
-      AENV_NETWORK_NODE_TAG: `e2e${instance || ''}`,
-      AENV_NETWORK_HOST_RANGE: `10.${203 - instance * 10}.0.0/16`,
+      AENV_NETWORK_NODE_TAG: tagOf(instance),
+      AENV_NETWORK_HOST_RANGE: hostRangeOf(instance),
       AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
       AENV_POOL_SIZE: '2',
       AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
