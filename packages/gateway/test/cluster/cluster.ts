@@ -226,11 +226,15 @@ export class TestCluster {
     );
   }
 
-  /** Kills every sandbox, then stops every process (nodes cleanly, so they release everything). */
+  /**
+   * Kills every sandbox, then stops every process (nodes cleanly, so they release everything).
+   * The gateway goes first: a node's clean stop waits for the requests in flight to it, and the
+   * gateway's are over once it is gone.
+   */
   async stop(): Promise<void> {
     await this.killAll().catch(() => undefined);
-    await Promise.all(this.nodes.map((_, i) => this.stopNode(i)));
     await this.gateway?.stop();
+    await Promise.all(this.nodes.map((_, i) => this.stopNode(i)));
     await this.scheduler?.stop();
     await this.redis?.stop();
     removeCgroups('aenv-h9');

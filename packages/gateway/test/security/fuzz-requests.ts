@@ -297,6 +297,24 @@ export function sendHttp(agent: Agent, port: number, c: HttpCase, tally: Tally):
   });
 }
 
+/**
+ * Whether `got` holds a whole HTTP/1.1 answer to `method`: its head, then the body its
+ * content-length or chunked framing announces (an answer delimited by the connection's end is
+ * whole only once the connection closes).
+ */
+export function answered(got: string, method: string): boolean {
+  const headEnd = got.indexOf('\r\n\r\n');
+  if (headEnd < 0) return false;
+  const head = got.slice(0, headEnd).toLowerCase();
+  const status = Number(/^http\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
+  if (method === 'HEAD' || status === 101 || status === 204 || status === 304) return true;
+  const body = got.slice(headEnd + 4);
+  const length = /\r\ncontent-length: *(\d+)/.exec(head);
+  if (length) return body.length >= Number(length[1]);
+  if (/\r\ntransfer-encoding: *chunked/.test(head)) return /(^|\r\n)0\r\n\r\n$/.test(body);
+  return false;
+}
+
 /** Sends `c` on a fresh socket and reads the status line of what comes back, if anything. */
 export function sendRaw(port: number, c: RawCase, tally: Tally): Promise<void> {
   return new Promise((resolve) => {
@@ -313,10 +331,12 @@ export function sendRaw(port: number, c: RawCase, tally: Tally): Promise<void> {
       count(tally, m ? Number(m[1]) : 0, got.slice(got.indexOf('\r\n\r\n') + 4), sent.split(' ')[0]!, sent);
       resolve();
     };
+    // A client that waits for an answer stops at its end: a kept-alive connection stays open.
     const timer = setTimeout(finish, 2000);
+    const method = c.chunks[0]!.toString('latin1').split(' ')[0]!;
     s.on('data', (d: Buffer) => {
       got += d.toString('latin1');
-      if (got.length > 4096) finish();
+      if (got.length > 4096 || answered(got, method)) finish();
     });
     s.on('error', finish);
     s.on('close', finish);
@@ -333,15 +353,17 @@ export function sendRaw(port: number, c: RawCase, tally: Tally): Promise<void> {
 }
 
 /**
- * `total` requests to `t` from `seed`: most through a keep-alive client, a share of them raw and
- * malformed on sockets of their own; `concurrency` at a time.
+ * `total` requests to `t` from `seed`: most through a keep-alive client, `concurrency` at a time;
+ * a share of them raw and malformed on sockets of their own, `rawConcurrency` at a time (a raw
+ * request the target waits on for more bytes holds its socket until the client gives up, and
+ * costs the target nothing meanwhile).
  */
 export async function fuzz(
   t: FuzzTarget,
   seed: number,
   total: number,
   designed: Tally['designed'],
-  concurrency = 16,
+  { concurrency = 16, rawConcurrency = 64 } = {},
 ): Promise<Tally> {
   const rng = new Rng(seed);
   const tally: Tally = { requests: 0, byClass: {}, serverErrors: new Map(), designed };
@@ -349,15 +371,25 @@ export async function fuzz(
   const cases = Array.from({ length: total }, () =>
     rng.chance(0.15) ? { raw: rawCase(rng, t) } : { http: httpCase(rng, t) },
   );
-  let next = 0;
-  const worker = async () => {
-    while (next < cases.length) {
-      const c = cases[next++]!;
-      if (c.raw) await sendRaw(t.port, c.raw, tally);
-      else await sendHttp(agent, t.port, c.http!, tally);
-    }
+  const pool = async <C>(todo: C[], width: number, send: (c: C) => Promise<void>) => {
+    let next = 0;
+    const worker = async () => {
+      while (next < todo.length) await send(todo[next++]!);
+    };
+    await Promise.all(Array.from({ length: width }, worker));
   };
-  await Promise.all(Array.from({ length: concurrency }, worker));
+  await Promise.all([
+    pool(
+      cases.flatMap((c) => (c.http ? [c.http] : [])),
+      concurrency,
+      (c) => sendHttp(agent, t.port, c, tally),
+    ),
+    pool(
+      cases.flatMap((c) => (c.raw ? [c.raw] : [])),
+      rawConcurrency,
+      (c) => sendRaw(t.port, c, tally),
+    ),
+  ]);
   agent.destroy();
   return tally;
 }
