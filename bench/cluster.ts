@@ -6,8 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { TestCluster } from '../packages/gateway/test/cluster/cluster.js';
-import { API_KEY } from '../packages/gateway/test/cluster/nodes.js';
+import { TEST_CLUSTER_KEY as API_KEY, TestCluster } from '@agentenv/test-support/cluster';
 import { line, percentile, timeMs } from './stats.js';
 
 const { values } = parseArgs({

@@ -1,9 +1,8 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-// The gateway suite's real cluster: redis-less scheduler, aenv-gateway and aenv-server nodes
-// (ports 199xx, home /var/lib/aenv-h9), the same processes a deployment runs.
-import { TestCluster } from '../../../gateway/test/cluster/cluster.js';
-import { API_KEY } from '../../../gateway/test/cluster/nodes.js';
+// The test cluster of the gateway's suite: redis-less scheduler, aenv-gateway and aenv-server
+// nodes (ports 199xx, home /var/lib/aenv-h9), the same processes a deployment runs.
+import { TEST_CLUSTER_KEY as API_KEY, TestCluster } from '@agentenv/test-support/cluster';
 import { haveChromium, launchBrowser, screenshot, type TestBrowser } from './browser.js';
 
 const getJson = async (base: string, path: string) =>

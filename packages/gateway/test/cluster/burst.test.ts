@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from './cluster.js';
-import { API_KEY } from './nodes.js';
-import { eventually } from './processes.js';
+import { eventually } from '@agentenv/test-support';
+import { TEST_CLUSTER_KEY as API_KEY, TestCluster } from '@agentenv/test-support/cluster';
 
 const PER_NODE = 20;
 const BURST = 300;
@@ -79,10 +78,8 @@ describe(`burst admission: ${BURST} concurrent creates against a cluster that ho
         fetch(`${c.gatewayUrl}/sandboxes/${id}`, { method: 'DELETE', headers: { 'x-api-key': API_KEY } }),
       ),
     );
-    await eventually(
-      async () => (await c.placementOf()).size === 0,
-      60_000,
-      () => 'sandboxes left after the burst',
-    );
+    await eventually(async () => expect([...(await c.placementOf()).keys()]).toEqual([]), {
+      timeoutMs: 60_000,
+    });
   });
 });

@@ -3,9 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from './cluster.js';
-import { API_KEY } from './nodes.js';
-import { eventually } from './processes.js';
+import { eventually } from '@agentenv/test-support';
+import { TEST_CLUSTER_KEY as API_KEY, TestCluster } from '@agentenv/test-support/cluster';
 import { inBatches, useGateway } from './sdk-env.js';
 
 const NODES = 3;
@@ -76,20 +75,13 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
         onData: (d) => void (screen += new TextDecoder().decode(d)),
       });
       await sbx.pty.sendInput(term.pid, new TextEncoder().encode('echo "cols=$(tput cols)"\n'));
-      await eventually(
-        async () => /cols=90/.test(screen),
-        20_000,
-        () => `pty output: ${screen}`,
-        50,
-      );
+      await eventually(() => expect(screen).toMatch(/cols=90/), { timeoutMs: 20_000, intervalMs: 50 });
       await sbx.pty.kill(term.pid);
     }
     await inBatches(made.splice(0), 8, (s) => s.kill());
-    await eventually(
-      async () => (await c.placementOf()).size === 0,
-      60_000,
-      () => 'sandboxes left after kill',
-    );
+    await eventually(async () => expect([...(await c.placementOf()).keys()]).toEqual([]), {
+      timeoutMs: 60_000,
+    });
   });
 
   it('forks a running sandbox into 16 children through the gateway', async () => {

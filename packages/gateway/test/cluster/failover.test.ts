@@ -1,9 +1,12 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRepository } from '@agentenv/node';
-import { SNAPSHOT_STORE, TestCluster } from './cluster.js';
-import { API_KEY } from './nodes.js';
-import { eventually } from './processes.js';
+import { eventually } from '@agentenv/test-support';
+import {
+  TEST_CLUSTER_KEY as API_KEY,
+  TEST_CLUSTER_STORE as SNAPSHOT_STORE,
+  TestCluster,
+} from '@agentenv/test-support/cluster';
 import { useGateway } from './sdk-env.js';
 
 /** A pause answers before its upload: once this resolves, the shared repository holds it. */
@@ -12,10 +15,11 @@ async function pauseStored(sandboxId: string): Promise<void> {
   await repo.open();
   await eventually(
     async () =>
-      (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records.length > 0,
-    60_000,
-    () => `the pause of ${sandboxId} never reached the shared repository`,
-    250,
+      expect(
+        (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records,
+        `the pause of ${sandboxId} in the shared repository`,
+      ).not.toEqual([]),
+    { timeoutMs: 60_000, intervalMs: 250 },
   );
 }
 
@@ -82,17 +86,19 @@ describe('node loss and scheduler restarts (Redis store)', () => {
       async () => {
         const r = await c.api('GET', `/sandboxes/${running.sandboxId}/events`);
         const events = r.json as unknown as { type: string; reason?: string }[];
-        return Array.isArray(events) && events.find((e) => e.type === 'lost');
+        const found = Array.isArray(events) ? events.find((e) => e.type === 'lost') : undefined;
+        expect(found, `a lost event for ${running.sandboxId}`).toBeDefined();
+        return found!;
       },
-      30_000,
-      () => `no lost event for ${running.sandboxId}`,
-      250,
+      { timeoutMs: 30_000, intervalMs: 250 },
     );
     expect(lost.reason).toMatch(/node failure/);
     await eventually(
-      async () => streamed.includes('event: lost') && streamed.includes(running.sandboxId),
-      30_000,
-      () => `the event stream said: ${streamed}`,
+      () => {
+        expect(streamed).toContain('event: lost');
+        expect(streamed).toContain(running.sandboxId);
+      },
+      { timeoutMs: 30_000 },
     );
     await reader.cancel();
     const info = await c.api('GET', `/sandboxes/${running.sandboxId}`);
@@ -112,10 +118,11 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     await c.startScheduler();
     const t0 = Date.now();
     await eventually(
-      async () => (await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status === 200,
-      5_000,
-      () => `sandbox ${sbx.sandboxId} not routable after the scheduler restart`,
-      50,
+      async () => expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(200),
+      {
+        timeoutMs: 5_000,
+        intervalMs: 50,
+      },
     );
     console.log(`Redis store: routable ${Date.now() - t0} ms after the scheduler answered again`);
     expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');
@@ -143,10 +150,11 @@ describe('scheduler restart with the memory store', () => {
     const t0 = Date.now();
     // One heartbeat interval, plus a second for the heartbeat itself on a loaded machine.
     await eventually(
-      async () => (await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status === 200,
-      HEARTBEAT_MS + 1_000,
-      () => `sandbox ${sbx.sandboxId} not routable after the memory scheduler restart`,
-      50,
+      async () => expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(200),
+      {
+        timeoutMs: HEARTBEAT_MS + 1_000,
+        intervalMs: 50,
+      },
     );
     console.log(`memory store: routable ${Date.now() - t0} ms after the scheduler answered again`);
     expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');

@@ -1,7 +1,7 @@
 import { Sandbox, Template } from 'e2b';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from './cluster.js';
-import { eventually } from './processes.js';
+import { eventually } from '@agentenv/test-support';
+import { TestCluster } from '@agentenv/test-support/cluster';
 import { inBatches, useGateway } from './sdk-env.js';
 
 /** Small nodes, so "while it has room" is reached with a handful of sandboxes. */
@@ -19,10 +19,8 @@ describe('placement over 3 nodes of 5 sandboxes each: locality, shared snapshots
     await c.killAll();
     // The scheduler hears of the kills with the next heartbeats.
     await eventually(
-      async () => (await c.nodeViews()).every((n) => n.sandboxCount === 0),
-      30_000,
-      () => 'nodes still counted sandboxes after the kills',
-      250,
+      async () => expect((await c.nodeViews()).filter((n) => n.sandboxCount > 0)).toEqual([]),
+      { timeoutMs: 30_000, intervalMs: 250 },
     );
   });
 

@@ -1,4 +1,4 @@
-import { API_KEY } from './nodes.js';
+import { TEST_CLUSTER_KEY as API_KEY } from '@agentenv/test-support/cluster';
 
 /** Points the E2B SDK at the gateway only, as a trainer would. */
 export function useGateway(url: string): void {

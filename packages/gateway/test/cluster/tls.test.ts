@@ -5,9 +5,14 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeWildcardCerts, type TestCerts } from './certs.js';
-import { TestCluster } from './cluster.js';
-import { API_KEY, DOMAIN, startNode } from './nodes.js';
-import { removeCgroups, type Proc } from './processes.js';
+import {
+  removeCgroups,
+  startNode,
+  TEST_CLUSTER_DOMAIN as DOMAIN,
+  TEST_CLUSTER_KEY as API_KEY,
+  TestCluster,
+  type Proc,
+} from '@agentenv/test-support/cluster';
 
 /** A loopback address of this suite's own, so the edge can have port 443 as E2B users expect. */
 const EDGE = '127.0.9.9';

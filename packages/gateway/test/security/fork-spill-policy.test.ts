@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from '../cluster/cluster.js';
+import { TestCluster } from '@agentenv/test-support/cluster';
 
 /** Room for the parent and one child per node: the fork's second child spills to the other node. */
 const CAP = 2;

@@ -1,8 +1,6 @@
 import { pidAlive } from '@agentenv/test-support';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster } from '../cluster/cluster.js';
-import { API_KEY } from '../cluster/nodes.js';
-import type { Proc } from '../cluster/processes.js';
+import { TEST_CLUSTER_KEY as API_KEY, TestCluster, type Proc } from '@agentenv/test-support/cluster';
 import { fuzz, summary, type FuzzTarget, type Tally } from './fuzz-requests.js';
 
 /**

@@ -1,5 +1,6 @@
-// Fixtures for cluster tests: a private redis-server, aenv-scheduler processes and fake nodes
-// (stand-ins that heartbeat like a node's cluster agent).
+// Fixtures for cluster tests: a private redis-server, aenv-scheduler processes, fake nodes
+// (stand-ins that heartbeat like a node's cluster agent), and a real cluster of them all
+// (TestCluster: redis, the scheduler, the gateway and real nodes) for tests and benches.
 export { pingRedis, redisMissing, startRedis, type RedisProcess } from './redis.js';
 export {
   CLUSTER_KEY,
@@ -8,3 +9,18 @@ export {
   type SchedulerProcessOptions,
 } from './scheduler-process.js';
 export { FakeNode, type FakeNodeOptions } from './fake-node.js';
+export {
+  SNAPSHOT_STORE as TEST_CLUSTER_STORE,
+  TestCluster,
+  type ClusterOptions,
+  type NodeView,
+} from './test-cluster.js';
+export {
+  nodeHome,
+  startNode,
+  TEST_CLUSTER_DOMAIN,
+  TEST_CLUSTER_HOME,
+  TEST_CLUSTER_KEY,
+  type NodeSpec,
+} from './nodes.js';
+export { removeCgroups, spawnProc, startHealthy, statusOf, type Proc } from './processes.js';

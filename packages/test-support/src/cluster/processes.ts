@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import { request } from 'node:https';
-import { eventually as retry } from '@agentenv/test-support';
+import { eventually } from '../eventually.js';
 
 /**
- * Real processes for the cluster tests: a node, the scheduler, the gateway, redis-server. Each
- * runs with its own environment, its output kept in memory and in a log file.
+ * Real processes of a test cluster: a node, the scheduler, the gateway, redis-server. Each runs
+ * with its own environment, its output kept in memory and in a log file.
  */
 export interface Proc {
   name: string;
@@ -46,23 +46,6 @@ export function spawnProc(name: string, cmd: string, args: string[], env: Record
   };
 }
 
-/** Polls `check` until it gives something truthy, or fails after `timeoutMs` saying `describe()`. */
-export function eventually<T>(
-  check: () => Promise<T | undefined | false>,
-  timeoutMs: number,
-  describe: () => string,
-  everyMs = 100,
-): Promise<T> {
-  return retry(
-    async () => {
-      const v = await check();
-      if (!v) throw new Error(`not within ${timeoutMs} ms: ${describe()}`);
-      return v;
-    },
-    { timeoutMs, intervalMs: everyMs },
-  );
-}
-
 /** A GET's status over HTTP or HTTPS (trusting `ca`, asking for `servername`), or 0 if no answer. */
 export function statusOf(url: string, opts: { ca?: string; servername?: string } = {}): Promise<number> {
   if (url.startsWith('http:'))
@@ -91,9 +74,11 @@ export async function startHealthy(
 ): Promise<Proc> {
   const p = spawnProc(name, cmd, args, env);
   await eventually(
-    async () => p.child.exitCode !== null || (await statusOf(url, opts)) === 204,
-    opts.timeoutMs ?? 60_000,
-    () => `${name} did not answer ${url} (exit ${p.child.exitCode}):\n${p.output()}`,
+    async () => {
+      if (p.child.exitCode === null && (await statusOf(url, opts)) !== 204)
+        throw new Error(`${name} did not answer ${url}:\n${p.output()}`);
+    },
+    { timeoutMs: opts.timeoutMs ?? 60_000 },
   ).catch((err: Error) => {
     void p.stop('SIGKILL');
     throw err;

@@ -1,11 +1,20 @@
 import { mkdirSync, rmSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { ConnectScheduler } from '../../src/scheduler/connect.js';
-import { API_KEY, DOMAIN, HOME, startNode } from './nodes.js';
-import { eventually, removeCgroups, spawnProc, startHealthy, type Proc } from './processes.js';
+import path from 'node:path';
+import { NodeStatus } from '@agentenv/protocol/scheduler';
+import { createSchedulerClient } from '@agentenv/scheduler';
+import { eventually } from '../eventually.js';
+import { packageDir, REPO_ROOT } from '../paths.js';
+import {
+  startNode,
+  TEST_CLUSTER_DOMAIN as DOMAIN,
+  TEST_CLUSTER_HOME as HOME,
+  TEST_CLUSTER_KEY as API_KEY,
+} from './nodes.js';
+import { removeCgroups, spawnProc, startHealthy, type Proc } from './processes.js';
 
-const SCHEDULER_BIN = fileURLToPath(new URL('../../../scheduler/bin/aenv-scheduler.js', import.meta.url));
-const GATEWAY_BIN = fileURLToPath(new URL('../../bin/aenv-gateway.js', import.meta.url));
+const SCHEDULER_BIN = path.join(packageDir('@agentenv/scheduler'), 'bin', 'aenv-scheduler.js');
+// The gateway comes after this package in the build, so it is found by its place in the tree.
+const GATEWAY_BIN = `${REPO_ROOT}packages/gateway/bin/aenv-gateway.js`;
 
 export const GATEWAY_PORT = 19900;
 const SCHEDULER_PORT = 19901;
@@ -77,9 +86,11 @@ export class TestCluster {
       {},
     );
     await eventually(
-      async () => /Ready to accept connections/.test(this.redis!.output()),
-      20_000,
-      () => `redis-server did not start:\n${this.redis!.output()}`,
+      () => {
+        if (!/Ready to accept connections/.test(this.redis!.output()))
+          throw new Error(`redis-server did not start:\n${this.redis!.output()}`);
+      },
+      { timeoutMs: 20_000 },
     );
   }
 
@@ -174,17 +185,14 @@ export class TestCluster {
 
   /** Waits until the scheduler has `count` ready nodes (asked directly: the gateway may be TLS). */
   async waitReady(count: number, timeoutMs = 60_000): Promise<void> {
-    const scheduler = new ConnectScheduler(`http://127.0.0.1:${SCHEDULER_PORT}`, API_KEY);
-    let last: string[] = [];
+    const scheduler = createSchedulerClient({ url: `http://127.0.0.1:${SCHEDULER_PORT}`, apiKey: API_KEY });
     await eventually(
       async () => {
-        const nodes = await scheduler.listNodes();
-        last = nodes.map((n) => `${n.ref.nodeId}:${n.ref.status}`);
-        return nodes.filter((n) => n.ref.status === 'ready').length >= count;
+        const { nodes } = await scheduler.listNodes({});
+        if (nodes.filter((n) => n.status === NodeStatus.READY).length < count)
+          throw new Error(`${count} ready nodes, have ${nodes.map((n) => `${n.ref?.nodeId}:${n.status}`)}`);
       },
-      timeoutMs,
-      () => `${count} ready nodes, have ${last.join(' ')}`,
-      250,
+      { timeoutMs, intervalMs: 250 },
     );
   }
 
