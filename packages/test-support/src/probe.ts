@@ -10,7 +10,8 @@ export interface ProbeRequest {
   method: string;
   /** Sent as it is: no normalisation of dot segments or escapes, unlike fetch. */
   path: string;
-  headers?: Record<string, string>;
+  /** A list of values sends the header once per value. */
+  headers?: Record<string, string | string[]>;
   body?: string | Buffer;
   timeoutMs?: number;
 }

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { api, API_KEY, URL_BASE, useTestServer } from '@agentenv/test-support/server';
+import { api, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
 let sandboxId: string;
 
@@ -10,11 +10,8 @@ beforeAll(async () => {
   sandboxId = r.json.sandboxID as string;
 });
 
-const CONTROL: [string, string][] = [
-  ['GET', '/sandboxes'],
-  ['GET', '/v2/sandboxes'],
-  ['POST', '/sandboxes'],
-  ['POST', '/v2/sandboxes'],
+/** The control routes of one sandbox (SBX: its id). */
+const SANDBOX_ROUTES: [string, string][] = [
   ['GET', '/sandboxes/SBX'],
   ['DELETE', '/sandboxes/SBX'],
   ['POST', '/sandboxes/SBX/timeout'],
@@ -26,29 +23,9 @@ const CONTROL: [string, string][] = [
   ['GET', '/sandboxes/SBX/metrics'],
   ['GET', '/sandboxes/SBX/logs'],
   ['PUT', '/sandboxes/SBX/network'],
-  ['GET', '/nodes'],
 ];
 
-describe('authentication', () => {
-  it('answers 401 on every control endpoint for a missing, wrong or repeated key', async () => {
-    for (const [method, path] of CONTROL) {
-      const url = `${URL_BASE}${path.replace('SBX', sandboxId)}`;
-      const body = method === 'GET' || method === 'DELETE' ? undefined : '{}';
-      const headers = { 'content-type': 'application/json' };
-      const missing = await fetch(url, { method, headers, body });
-      expect([method, path, missing.status]).toEqual([method, path, 401]);
-      expect(await missing.json()).toMatchObject({ code: 401 });
-      const wrong = await fetch(url, { method, headers: { ...headers, 'x-api-key': API_KEY + 'x' }, body });
-      expect([method, path, wrong.status]).toEqual([method, path, 401]);
-      const h = new Headers(headers);
-      h.append('x-api-key', API_KEY);
-      h.append('x-api-key', API_KEY);
-      const repeated = await fetch(url, { method, headers: h, body });
-      expect([method, path, repeated.status]).toEqual([method, path, 401]);
-    }
-    expect((await api('GET', `/sandboxes/${sandboxId}`)).status).toBe(200);
-  });
-
+describe('the open endpoints', () => {
   it('keeps /health and /metrics open', async () => {
     expect((await fetch(`${URL_BASE}/health`)).status).toBe(204);
     const m = await fetch(`${URL_BASE}/metrics`);
@@ -70,14 +47,8 @@ describe('authentication', () => {
 });
 
 describe('bad input', () => {
-  it('names an unknown template', async () => {
-    const r = await api('POST', '/sandboxes', { templateID: 'no-such-template' });
-    expect(r.status).toBe(400);
-    expect(r.json.message).toMatch(/no-such-template/);
-  });
-
   it('answers 404 for an unknown sandbox', async () => {
-    for (const [method, path] of CONTROL.filter(([, p]) => p.includes('SBX'))) {
+    for (const [method, path] of SANDBOX_ROUTES) {
       const bodies: Record<string, unknown> = { refreshes: { duration: 10 }, network: {} };
       const body =
         method === 'GET' || method === 'DELETE'

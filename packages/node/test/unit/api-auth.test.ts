@@ -5,9 +5,9 @@ import { pathVariants, probe } from '@agentenv/test-support';
 import { FAKE_API_KEY, FakeNode, fakeApp, type FakeApp } from '@agentenv/test-support/fakes';
 
 /**
- * Every route of the node's router × {no key, wrong key, right key}, under the spellings of its
- * path that get past a check on the raw URL, sent on a real socket as they are (no client
- * normalisation). The routes come from the router itself, so a new one is in the table.
+ * Every route of the node's router × {no key, wrong key, the key twice, right key}, under the
+ * spellings of its path that get past a check on the raw URL, sent on a real socket as they are
+ * (no client normalisation). The routes come from the router itself, so a new one is in the table.
  */
 let app: FakeApp;
 let port: number;
@@ -21,7 +21,13 @@ beforeAll(async () => {
 });
 afterAll(() => close?.());
 
-const KEYS = { none: undefined, wrong: 'e2b_not-the-key-000000', right: FAKE_API_KEY } as const;
+const KEYS: Record<string, string | string[] | undefined> = {
+  none: undefined,
+  wrong: 'e2b_not-the-key-000000',
+  // The right key in two headers is no key: a proxy in front may have added one of them.
+  twice: [FAKE_API_KEY, FAKE_API_KEY],
+  right: FAKE_API_KEY,
+};
 
 /** A concrete path for a route pattern: parameters and wildcards get sample values. */
 const concrete = (url: string) => url.replace(/:[A-Za-z]+/g, 'abc123').replace(/\*$/, 'x');
@@ -43,8 +49,8 @@ const PUBLIC = [
  * The status of one request; with the right key, a stream that keeps its headers back (HEAD of
  * an event stream) is past the gate, which is all that is asked of it here.
  */
-async function answer(method: string, path: string, key: string | undefined) {
-  const headers: Record<string, string> = key ? { 'x-api-key': key } : {};
+async function answer(method: string, path: string, key: string | string[] | undefined) {
+  const headers = key ? { 'x-api-key': key } : {};
   try {
     return await probe(port, { method, path, headers, timeoutMs: key === FAKE_API_KEY ? 500 : 10_000 });
   } catch (err) {
