@@ -60,4 +60,5 @@ export type {
   SourceResolver,
 } from './seams.js';
 export { SandboxStore, RepositoryPauses, LocalCaptureDirs } from './persistence/index.js';
+export { sandboxUsage, type UsageSample } from './sandbox-usage.js';
 export { logLine, queryLogs, type SandboxLogEntry } from './sandbox-logs.js';

@@ -1,4 +1,4 @@
-import { sandboxUsage, type UsageSample } from '../metrics/index.js';
+import { sandboxUsage, type UsageSample } from './sandbox-usage.js';
 import type { EgressRules } from '../network/index.js';
 import { forEachLimit } from '../util/index.js';
 import type { ActivityTracker } from './activity.js';

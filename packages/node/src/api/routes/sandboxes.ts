@@ -1,13 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
-import {
-  bucketSamples,
-  metricBody,
-  metricsRange,
-  type MetricsHistory,
-  type UsageSample,
-} from '../../metrics/index.js';
+import { bucketSamples, metricBody, metricsRange, type MetricsHistory } from '../../metrics/index.js';
 import { validateEgressRules as validateEgress } from '../../network/index.js';
 import {
   logLine,
@@ -16,6 +10,7 @@ import {
   type CreateSandboxInput,
   type Orchestrator,
   type SandboxLogEntry,
+  type UsageSample,
 } from '../../orchestrator/index.js';
 
 import {
