@@ -9,7 +9,7 @@ import { Watch } from './health.js';
 import { listen, type Handler, type Listener } from './listener.js';
 import { Membership } from './membership.js';
 import { SchedulerMetrics } from './metrics.js';
-import { Placements } from './placements.js';
+import { Reservations } from './reservations.js';
 import { guarded, plainRoutes, wellFormed } from './plain-routes.js';
 import { apiKeyGate, requestContext } from './rpc/auth.js';
 import { schedulerService } from './rpc/service.js';
@@ -39,7 +39,7 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
   const metrics = new SchedulerMetrics();
   const watch = new Watch(clock, o.settings.heartbeatIntervalMs);
   const membership = new Membership(o.store, clock, o.settings, watch);
-  const placements = new Placements(o.store, clock, o.settings, membership, metrics);
+  const placements = new Reservations(o.store, clock, o.settings, membership, metrics);
   const events = new EventLog(o.store, clock);
   const failures = new FailureDetector(o.store, clock, o.settings, membership, events);
 

@@ -4,7 +4,7 @@ import { DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { PlacementHint } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
-import { placeAndSend } from './placement.js';
+import { placeAndSend } from './place-retry.js';
 
 /** What placement can learn from a create's body: its template (or snapshot) and its size. */
 export function createHint(body: Record<string, unknown>, cold: boolean): PlacementHint {

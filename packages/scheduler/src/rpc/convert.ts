@@ -5,7 +5,7 @@ import { invalid } from '@agentenv/common';
 import type { EventInput } from '../events.js';
 import type { HeartbeatInput, NodeView } from '../membership.js';
 import type * as m from '../model.js';
-import type { Located, Placed, ScheduleInput } from '../placements.js';
+import type { Located, Placed, ScheduleInput } from '../reservations.js';
 
 /** Protobuf ⇄ the scheduler's records. Enum tables are total: adding a value is a type error here. */
 const NODE_STATUS: Record<m.NodeStatus, pb.NodeStatus> = {

@@ -5,7 +5,7 @@ import type { ChunkPeers } from '../chunk-peers.js';
 import { invalid } from '@agentenv/common';
 import type { EventLog } from '../events.js';
 import type { Membership } from '../membership.js';
-import type { Placements } from '../placements.js';
+import type { Reservations } from '../reservations.js';
 import type { SchedulerStore } from '../store/store.js';
 import {
   eventIn,
@@ -22,7 +22,7 @@ import { toConnectError } from './errors.js';
 export interface ServiceDeps {
   store: SchedulerStore;
   membership: Membership;
-  placements: Placements;
+  placements: Reservations;
   events: EventLog;
   chunkPeers: ChunkPeers;
   heartbeatIntervalMs: number;
