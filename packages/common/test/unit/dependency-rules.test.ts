@@ -40,7 +40,8 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('dependency rules', () => {
+// A cruise loads TypeScript's parser: seconds on a busy machine, more than a unit test's default.
+describe('dependency rules', { timeout: 60_000 }, () => {
   it('accept the layering CONTRIBUTING states', async () => {
     const found = await violations({
       'packages/node/src/api/routes.ts': `import { create } from '../orchestrator/index.js';\nexport const r = create;\n`,

@@ -137,7 +137,7 @@ export class ConnectScheduler implements Scheduler {
           sandboxId: hint.sandboxId ?? '',
           // The scheduler derives the captures' cache keys from these ids (startCacheKeys).
           cacheKeys: [],
-          resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMB ?? 0 },
+          resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMib ?? 0 },
           excludeNodeIds: hint.excludeNodes ?? [],
         },
         o,
