@@ -1,4 +1,4 @@
-import { DEFAULT_POLICY, type PlacementPolicy } from './scoring/policy.js';
+import { DEFAULT_POLICY, type PlacementPolicy } from './schedule/scoring/policy.js';
 import type { Resources } from './model.js';
 
 /**

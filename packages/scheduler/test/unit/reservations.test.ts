@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '@agentenv/common';
 import { captureKey } from '@agentenv/protocol/scheduler';
-import { Membership } from '../../src/membership.js';
-import { Reservations, type ScheduleInput } from '../../src/reservations.js';
+import { Membership } from '../../src/membership/membership.js';
+import { Reservations, type ScheduleInput } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, running, settings } from './helpers.js';
 

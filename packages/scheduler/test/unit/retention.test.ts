@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Membership } from '../../src/membership.js';
-import { Reservations } from '../../src/reservations.js';
+import { Membership } from '../../src/membership/membership.js';
+import { Reservations } from '../../src/schedule/reservations.js';
 import { nodeRetentionMs } from '../../src/settings.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, running, settings } from './helpers.js';

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { NO_RESERVATION, type NodeLoad, type Reserved } from '../../src/model.js';
-import type { Candidate, PlacementRequest } from '../../src/scoring/candidate.js';
-import { rejection } from '../../src/scoring/filters.js';
-import { place, sample } from '../../src/scoring/place.js';
-import { DEFAULT_POLICY, type PlacementPolicy } from '../../src/scoring/policy.js';
-import { projectedLoad } from '../../src/scoring/score.js';
+import type { Candidate, PlacementRequest } from '../../src/schedule/scoring/candidate.js';
+import { rejection } from '../../src/schedule/scoring/filters.js';
+import { place, sample } from '../../src/schedule/scoring/place.js';
+import { DEFAULT_POLICY, type PlacementPolicy } from '../../src/schedule/scoring/policy.js';
+import { projectedLoad } from '../../src/schedule/scoring/score.js';
 import { nodeRecord, sequence } from './helpers.js';
 
 const policy: PlacementPolicy = { ...DEFAULT_POLICY, cpuOvercommit: 2, memoryOvercommit: 1, bestOfK: 3 };

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { startCacheKeys } from '@agentenv/protocol/scheduler';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import type { Membership } from './membership.js';
-import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
+import type { Membership } from '../membership/membership.js';
+import type { Binding, NodeStatus, PlacementKind, Resources } from '../model.js';
 import type { PlacementRequest } from './scoring/candidate.js';
 import { place } from './scoring/place.js';
-import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
-import type { SchedulerStore } from './store/store.js';
+import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from '../settings.js';
+import type { SchedulerStore } from '../store/store.js';
 
 export interface ScheduleInput {
   kind: PlacementKind;
