@@ -24,7 +24,7 @@ export default tseslint.config(
   {
     // Functions longer than this are split; a declarative table (routes, commands, RPC handlers)
     // says so where it is exempt.
-    files: ['packages/*/src/**/*.ts'],
+    files: ['packages/*/src/**/*.ts', 'packages/*/src/**/*.tsx'],
     rules: {
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
       'max-lines': ['error', { max: 500 }],

@@ -33,6 +33,19 @@ export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } fr
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';
 export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
+export { rawAnswerHead, spliceUpgrade } from './upgrade-relay.js';
+export { DEFAULT_TEMPLATE } from './sandbox-defaults.js';
+export {
+  comparator,
+  decodeMergeToken,
+  encodeMergeToken,
+  mergePage,
+  type Compare,
+  type Listed,
+  type MergePosition,
+  type NodeBuffer,
+  type NodeCursor,
+} from './page-merge.js';
 export { nodeOnlyEnvdPath, nodeOnlyEnvdRefusal } from './envd-paths.js';
 export { normalizeTarget } from './request-target.js';
 export {
@@ -42,7 +55,6 @@ export {
   encodePageCursor,
   matchesListQuery,
   MAX_LIST_LIMIT,
-  mergePages,
   parseListQuery,
   parseMetadataQuery,
   queryPage,

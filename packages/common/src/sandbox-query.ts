@@ -177,22 +177,3 @@ export function queryPage<T extends Listable>(items: readonly T[], q: SandboxLis
     result.totalRunning = matching.filter((s) => s.state === 'running').length;
   return result;
 }
-
-/**
- * Merges several nodes' answers to the same query into one page: each node sent at most
- * `limit` sandboxes after the same cursor, so the first `limit` of their union are the page.
- */
-export function mergePages<T extends Listable>(
-  pages: readonly ListPage<T>[],
-  q: SandboxListQuery,
-): ListPage<T> {
-  const sorted = pages.flatMap((p) => p.page).sort(compareListed(q.order));
-  const result = cut(
-    sorted,
-    q,
-    pages.some((p) => p.nextToken !== undefined),
-  );
-  const totals = pages.map((p) => p.totalRunning).filter((n): n is number => n !== undefined);
-  if (totals.length) result.totalRunning = totals.reduce((a, b) => a + b, 0);
-  return result;
-}

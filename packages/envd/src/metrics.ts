@@ -1,16 +1,6 @@
 import { readFile, statfs } from 'node:fs/promises';
 import { cpus } from 'node:os';
-
-export interface MetricsSample {
-  ts: number;
-  cpu_count: number;
-  cpu_used_pct: number;
-  mem_total: number;
-  mem_used: number;
-  mem_cache: number;
-  disk_used: number;
-  disk_total: number;
-}
+import type { EnvdMetrics } from '@agentenv/protocol';
 
 interface CpuTimes {
   busy: number;
@@ -40,7 +30,7 @@ export function parseMeminfo(text: string): { total: number; used: number; cache
 export class SystemMetrics {
   private last: CpuTimes | undefined;
 
-  async sample(): Promise<MetricsSample> {
+  async sample(): Promise<Required<EnvdMetrics>> {
     const [stat, meminfo, disk] = await Promise.all([
       readFile('/proc/stat', 'utf8'),
       readFile('/proc/meminfo', 'utf8'),

@@ -1,16 +1,8 @@
+import type { EnvdInit } from '@agentenv/protocol';
 import { safeEqual } from './auth.js';
 import { invalidArgument } from './errors.js';
 import { resolveUserPath } from './paths.js';
 import { UserDatabase, type SystemUser } from './users.js';
-
-/** What the node hands envd through POST /init. */
-export interface InitRequest {
-  envVars?: Record<string, string>;
-  accessToken?: string;
-  defaultUser?: string;
-  defaultWorkdir?: string;
-  timestamp?: string;
-}
 
 /**
  * How far ahead of envd's clock an /init's timestamp may be: the node and the sandbox share the
@@ -40,7 +32,7 @@ export class EnvdState {
    * ignored, so a delayed retry cannot roll a sandbox back to stale settings; one from beyond
    * INIT_CLOCK_SKEW_MS ahead is refused.
    */
-  init(body: InitRequest): void {
+  init(body: Partial<EnvdInit>): void {
     if (body.timestamp !== undefined) {
       const t = Date.parse(body.timestamp);
       if (Number.isNaN(t)) throw invalidArgument('timestamp must be an ISO-8601 time');

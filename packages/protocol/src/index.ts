@@ -3,3 +3,4 @@ export * from './gen/filesystem/filesystem_pb.js';
 
 /** The port envd listens on inside every sandbox (E2B's envd port; SDKs and proxies address it). */
 export const ENVD_PORT = 49983;
+export type { EnvdInit, EnvdMetrics } from './envd-http.js';

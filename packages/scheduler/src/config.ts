@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { PlacementPolicy } from './placement/policy.js';
+import type { PlacementPolicy } from './schedule/scoring/policy.js';
 import { DEFAULT_SETTINGS, type ExpectedNode, type SchedulerSettings } from './settings.js';
 
 export class ConfigError extends Error {

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { startScheduler } from './app.js';
+import { startScheduler } from './server/app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig } from './config.js';
 import { DomainError, installProcessPolicy, processLogger } from '@agentenv/common';

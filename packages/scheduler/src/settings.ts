@@ -1,4 +1,4 @@
-import { DEFAULT_POLICY, type PlacementPolicy } from './placement/policy.js';
+import { DEFAULT_POLICY, type PlacementPolicy } from './schedule/scoring/policy.js';
 import type { Resources } from './model.js';
 
 /**

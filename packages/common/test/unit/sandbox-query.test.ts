@@ -2,12 +2,10 @@ import { describe, expect, it } from 'vitest';
 import {
   decodePageCursor,
   encodePageCursor,
-  mergePages,
   parseListQuery,
   parseMetadataQuery,
   queryPage,
   type Listable,
-  type ListPage,
   type RawListQuery,
 } from '../../src/sandbox-query.js';
 
@@ -97,48 +95,5 @@ describe('sandbox list query', () => {
   it('round-trips page cursors', () => {
     const c = { startedAtMs: 1234, sandboxId: 'abc', order: 'asc' as const };
     expect(decodePageCursor(encodePageCursor(c))).toEqual(c);
-  });
-});
-
-describe('merging nodes\u2019 pages (cluster gateway)', () => {
-  // Three nodes, interleaved start times; the merged walk must equal a walk over their union.
-  const nodes: Listable[][] = [
-    [sbx('n1a', 1), sbx('n1b', 4), sbx('n1c', 7, { state: 'paused' })],
-    [sbx('n2a', 2), sbx('n2b', 4), sbx('n2c', 8)],
-    [sbx('n3a', 3, { state: 'paused' })],
-  ];
-  const union = nodes.flat();
-
-  function mergedWalk(raw: RawListQuery): string[][] {
-    const pages: string[][] = [];
-    let token: string | undefined;
-    do {
-      const query = q({ ...raw, ...(token ? { nextToken: token } : {}) });
-      const answers: ListPage<Listable>[] = nodes.map((n) => queryPage(n, query));
-      const merged = mergePages(answers, query);
-      pages.push(ids(merged));
-      token = merged.nextToken;
-    } while (token && pages.length < 20);
-    return pages;
-  }
-
-  it('gives the same pages as one node holding every sandbox', () => {
-    for (const raw of [
-      { limit: 2 },
-      { limit: 3, order: 'asc' },
-      { limit: 1, state: 'running' },
-      { limit: 10 },
-    ])
-      expect(mergedWalk(raw)).toEqual(walk(union, raw));
-  });
-
-  it('sums the running totals', () => {
-    const query = q({ limit: 2 });
-    expect(
-      mergePages(
-        nodes.map((n) => queryPage(n, query)),
-        query,
-      ).totalRunning,
-    ).toBe(5);
   });
 });

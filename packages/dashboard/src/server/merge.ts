@@ -1,3 +1,4 @@
+import { comparator } from '@agentenv/common';
 import type { Catalog, DashboardSandbox, SandboxPage, Summary } from '../shared/types.js';
 
 /** One summary for the cluster: counts added up, every node's recent operations together. */
@@ -13,9 +14,8 @@ export function mergeSummaries(parts: readonly Summary[], now: number): Summary 
   };
 }
 
-/** Newest first, as every node lists; ties by id so pages do not shuffle. */
-const newestFirst = (a: DashboardSandbox, b: DashboardSandbox) =>
-  b.startedAt.localeCompare(a.startedAt) || a.sandboxID.localeCompare(b.sandboxID);
+/** Newest first, as the gateway merges listings; ties by id so pages do not shuffle. */
+const newestFirst = comparator<DashboardSandbox>('startedAt', 'desc');
 
 /**
  * Page `offset..offset+limit` of the cluster's sandboxes from each node's first `offset+limit`

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { invalidArgument, unauthenticated } from '../errors.js';
-import type { EnvdState, InitRequest } from '../state.js';
+import type { EnvdInit } from '@agentenv/protocol';
+import type { EnvdState } from '../state.js';
 import { readJson, sendJson } from './respond.js';
 import type { SystemMetrics } from '../metrics.js';
 
@@ -16,7 +17,7 @@ export async function handleInit(req: IncomingMessage, res: ServerResponse, stat
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalidArgument('init body must be a JSON object');
   }
-  state.init(body as InitRequest);
+  state.init(body as Partial<EnvdInit>);
   res.writeHead(204).end();
 }
 

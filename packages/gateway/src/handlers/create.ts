@@ -1,22 +1,26 @@
 import { fingerprint, type StoredAnswer } from '../admission/idempotency.js';
 import { callNode, type GatewayContext } from '../context.js';
-import { DomainError } from '@agentenv/common';
+import { DEFAULT_TEMPLATE, DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { PlacementHint } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
-import { placeAndSend } from './placement.js';
+import { placeAndSend } from './place-retry.js';
 
-/** What placement can learn from a create's body: its template (or snapshot) and its size. */
+/**
+ * What placement can learn from a create's body: its template (or snapshot), and for a cold
+ * create, the only one whose body sizes the sandbox, its size.
+ */
 export function createHint(body: Record<string, unknown>, cold: boolean): PlacementHint {
   const hint: PlacementHint = {};
-  if (cold) {
-    if (typeof body.image === 'string') hint.templateId = body.image;
-  } else {
+  if (!cold) {
     // A snapshot id works as a templateID: the scheduler matches either against cache keys.
-    hint.templateId = typeof body.templateID === 'string' ? body.templateID : 'base';
+    hint.templateId = typeof body.templateID === 'string' ? body.templateID : DEFAULT_TEMPLATE;
+    return hint;
   }
+  if (typeof body.image === 'string') hint.templateId = body.image;
   if (typeof body.cpuCount === 'number') hint.cpuCount = body.cpuCount;
-  if (typeof body.memoryMB === 'number') hint.memoryMB = body.memoryMB;
+  // The API's memoryMB counts mebibytes, as E2B's does.
+  if (typeof body.memoryMB === 'number') hint.memoryMib = body.memoryMB;
   return hint;
 }
 

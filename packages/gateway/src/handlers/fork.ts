@@ -4,7 +4,7 @@ import { parseObject, readBody } from '../http.js';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { requestHeaders } from '../upstream/headers.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
-import { placeAndSend, record } from './placement.js';
+import { placeAndSend, record } from './place-retry.js';
 import { bindingOf, lostError, relay } from './sandbox.js';
 
 type ForkResult = { sandbox: { sandboxID: string } & Record<string, unknown> } | { error: { code: number } };

@@ -1,8 +1,7 @@
 import { answerJson, ask, callNode, type GatewayContext } from '../context.js';
-import { DomainError } from '@agentenv/common';
+import { comparator, decodeMergeToken, DomainError, type Listed } from '@agentenv/common';
 import { queryOf, sendJson } from '../http.js';
 import { mergedList, type NodePage } from '../list/fanout.js';
-import { comparator, decodeMergeToken, type Listed } from '../list/merge.js';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
 import { relay } from './sandbox.js';

@@ -3,7 +3,7 @@ import { DomainError } from '@agentenv/common';
 import { readBody, sendJson } from '../http.js';
 import type { Binding, NodeRef } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse, NodeAnswer } from '../upstream/node-http.js';
-import { placeAndSend } from './placement.js';
+import { placeAndSend } from './place-retry.js';
 
 /** The node a sandbox lives on, or the client's 404 (410 for one lost with its node). */
 export async function bindingOf(ctx: GatewayContext, sandboxId: string): Promise<Binding> {

@@ -6,7 +6,7 @@ import {
   type MergePosition,
   type NodeBuffer,
   type NodeCursor,
-} from './merge.js';
+} from '@agentenv/common';
 
 /** One page of one node's listing (its own `nextToken`/`x-next-token`). */
 export type FetchPage = (node: string, token: string | undefined, limit: number) => Promise<NodePage>;

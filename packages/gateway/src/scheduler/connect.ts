@@ -1,12 +1,10 @@
-import { Code, ConnectError, createClient, type Client, type Interceptor } from '@connectrpc/connect';
-import { createConnectTransport } from '@connectrpc/connect-node';
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import { createSchedulerClient, fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import {
   NodeStatus as PbNodeStatus,
   PlacementKind,
   SandboxEventType,
   SandboxState,
-  SchedulerService,
   type Node,
   type SandboxEvent,
 } from '@agentenv/protocol/scheduler';
@@ -85,35 +83,27 @@ function eventOf(e: SandboxEvent): ClusterEvent {
   };
 }
 
-/** A failure to reach the scheduler at all (no answer from it), as opposed to its refusal. */
-function unreachable(err: unknown): boolean {
-  if (!(err instanceof ConnectError)) return true;
-  if (err.code === Code.DeadlineExceeded || err.code === Code.Canceled) return true;
-  return err.code === Code.Unavailable && err.cause instanceof Error && 'code' in err.cause;
-}
-
-/** Connect failures as the gateway's scheduler errors. */
+/** A failed call as the gateway's scheduler errors, from the kind the scheduler's mapping reads. */
 export function mapped(err: unknown, rpc: string): Error {
+  const e = fromConnectError(err);
   // A placement the scheduler could not decide in time (it is swamped, as in a burst) is a busy
   // cluster to retry, not a failure; a scheduler that cannot be reached at all is down (503).
-  if (rpc === 'Schedule' && err instanceof ConnectError && err.code === Code.DeadlineExceeded)
+  if (rpc === 'Schedule' && e.kind === 'timeout')
     return new PlacementRefused('cluster_full', 'the scheduler is busy placing other sandboxes', 2);
-  if (unreachable(err) || !(err instanceof ConnectError))
-    return new SchedulerUnavailable(`${rpc}: ${(err as Error).message}`);
-  if (err.code === Code.ResourceExhausted) {
-    const retry = Number(err.metadata.get('retry-after')) || 5;
-    return new PlacementRefused('cluster_full', err.rawMessage, retry);
-  }
-  if (err.code === Code.Unavailable && rpc === 'Schedule')
-    return new PlacementRefused('no_healthy_node', err.rawMessage, 5);
+  if (!e.reached) return new SchedulerUnavailable(`${rpc}: ${(err as Error).message}`);
+  if (e.kind === 'capacity') return new PlacementRefused('cluster_full', e.message, e.retryAfter ?? 5);
+  if (e.kind === 'unavailable' && rpc === 'Schedule')
+    return new PlacementRefused('no_healthy_node', e.message, 5);
   return new SchedulerUnavailable(
-    `${rpc}: ${err.code === Code.Unauthenticated ? 'the scheduler refused the API key' : err.rawMessage}`,
+    `${rpc}: ${e.kind === 'unauthorized' ? 'the scheduler refused the API key' : e.message}`,
   );
 }
 
+const notFound = (err: unknown) => fromConnectError(err).kind === 'not_found';
+
 /** The gateway's Scheduler over scheduler.v1 (Connect, HTTP/1.1 or h2c by the URL). */
 export class ConnectScheduler implements Scheduler {
-  private readonly client: Client<typeof SchedulerService>;
+  private readonly client: SchedulerClient;
 
   /**
    * @param callTimeoutMs a scheduler that does not answer within this is down for the request
@@ -124,14 +114,8 @@ export class ConnectScheduler implements Scheduler {
     apiKey: string,
     private readonly callTimeoutMs = 10_000,
   ) {
-    const auth: Interceptor = (next) => async (req) => {
-      req.header.set('x-api-key', apiKey);
-      return next(req);
-    };
-    this.client = createClient(
-      SchedulerService,
-      createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: true, interceptors: [auth] }),
-    );
+    // Each call sets its own deadline, and WatchEvents none.
+    this.client = createSchedulerClient({ url: baseUrl, apiKey, timeoutMs: 0 });
   }
 
   private async call<T>(rpc: string, work: (opts: { timeoutMs: number }) => Promise<T>): Promise<T> {
@@ -153,7 +137,7 @@ export class ConnectScheduler implements Scheduler {
           sandboxId: hint.sandboxId ?? '',
           // The scheduler derives the captures' cache keys from these ids (startCacheKeys).
           cacheKeys: [],
-          resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMB ?? 0 },
+          resources: { cpuCount: hint.cpuCount ?? 0, memoryMib: hint.memoryMib ?? 0 },
           excludeNodeIds: hint.excludeNodes ?? [],
         },
         o,
@@ -177,7 +161,7 @@ export class ConnectScheduler implements Scheduler {
         ...(r.sandbox?.pauseId ? { pauseId: r.sandbox.pauseId } : {}),
       };
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      if (notFound(err)) return undefined;
       throw mapped(err, 'LookupNode');
     }
   }
@@ -211,7 +195,7 @@ export class ConnectScheduler implements Scheduler {
       const r = await this.client.getNode({ nodeId }, { timeoutMs: this.callTimeoutMs });
       return r.node ? { ref: refOf(r.node), info: nodeBody(r.node) } : undefined;
     } catch (err) {
-      if (err instanceof ConnectError && err.code === Code.NotFound) return undefined;
+      if (notFound(err)) return undefined;
       throw mapped(err, 'GetNode');
     }
   }

@@ -21,7 +21,8 @@ export interface PlacementHint {
   sandboxId?: string;
   pauseId?: string;
   cpuCount?: number;
-  memoryMB?: number;
+  /** In the scheduler's unit (scheduler.v1 Resources.memory_mib). */
+  memoryMib?: number;
   /** Nodes this placement must not use (they just refused it, or hold the parent of a spill). */
   excludeNodes?: string[];
 }

@@ -7,7 +7,7 @@ import {
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import { DomainError } from '@agentenv/common';
+import { DomainError, rawAnswerHead, spliceUpgrade } from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { rawRequestHeaders } from './headers.js';
 import { readPastReset } from './read-past-reset.js';
@@ -167,28 +167,17 @@ export class NodeHttp {
         }),
       });
       up.on('upgrade', (upRes, upSocket, upHead) => {
-        const lines = [`HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}`];
-        for (let i = 0; i < upRes.rawHeaders.length; i += 2)
-          lines.push(`${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}`);
-        socket.write(lines.join('\r\n') + '\r\n\r\n');
-        if (upHead.length) socket.write(upHead);
-        if (head.length) upSocket.write(head);
-        upSocket.on('error', () => socket.destroy());
-        socket.on('error', () => upSocket.destroy());
-        socket.on('close', () => upSocket.destroy());
-        upSocket.on('close', () => socket.destroy());
-        upSocket.pipe(socket).pipe(upSocket);
+        spliceUpgrade(socket, head, upRes, upSocket, upHead);
         resolve();
       });
       // Refused: the answer, delimited by the connection's end since its body is de-chunked.
       up.on('response', (upRes) => {
-        const lines = [`HTTP/1.1 ${upRes.statusCode} ${upRes.statusMessage}`, 'connection: close'];
-        for (let i = 0; i < upRes.rawHeaders.length; i += 2) {
-          const name = upRes.rawHeaders[i]!.toLowerCase();
-          if (name !== 'transfer-encoding' && name !== 'connection')
-            lines.push(`${upRes.rawHeaders[i]}: ${upRes.rawHeaders[i + 1]}`);
-        }
-        socket.write(lines.join('\r\n') + '\r\n\r\n');
+        socket.write(
+          rawAnswerHead(upRes, {
+            first: ['connection: close'],
+            keep: (name) => name !== 'transfer-encoding' && name !== 'connection',
+          }),
+        );
         upRes.pipe(socket);
         resolve();
       });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mergedList, type FetchPage } from '../../src/list/fanout.js';
-import { comparator, decodeMergeToken, encodeMergeToken, type Listed } from '../../src/list/merge.js';
+import { comparator, decodeMergeToken, encodeMergeToken, type Listed } from '@agentenv/common';
 
 /** A node listing like the node does: offset tokens over a fixed newest-first array. */
 function nodeOf(

@@ -128,12 +128,9 @@ async function registerRoutes(app: NodeApp, deps: AppDeps): Promise<void> {
   await app.register(eventRoutes, { events: deps.events });
   await app.register(snapshotRoutes, { orchestrator: deps.orchestrator, snapshots: deps.snapshots, domain });
   await app.register(templateRoutes, {
-    orchestrator: deps.orchestrator,
     templates: deps.templates.built,
     files: deps.templates.files,
     snapshots: deps.snapshots,
-    defaultTimeoutSecs,
-    domain,
   });
   if (deps.dashboard) {
     await app.register(dashboardRoutes, {

@@ -109,3 +109,18 @@ export const MetricsQuery = Type.Object({
   start: Type.Optional(Type.Integer({ minimum: 0 })),
   end: Type.Optional(Type.Integer({ minimum: 0 })),
 });
+
+/** AgentENV's POST /sandboxes-cold (AGENTENV-API.md §1): a create's settings and the image it boots. */
+export const ColdCreateBody = Type.Object(
+  {
+    ...CreateSandboxBody.properties,
+    image: Type.String({ minLength: 1, maxLength: 512 }),
+    cpuCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+    memoryMB: Type.Optional(Type.Integer({ minimum: 128, maximum: 262_144 })),
+    diskSizeMB: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1_048_576, multipleOf: 1024 })),
+    allowInternetAccess: Type.Optional(Type.Boolean()),
+    attachedDrives: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 0 })),
+    registryAuth: Type.Optional(Type.Object({ username: Type.String(), password: Type.String() })),
+  },
+  { additionalProperties: true },
+);

@@ -1,16 +1,8 @@
 import type { DescService } from '@bufbuild/protobuf';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { Process } from '@agentenv/protocol';
+import { Process, type EnvdInit, type EnvdMetrics } from '@agentenv/protocol';
 import { FreshConnectionAgent, requestOnce, type SizedBody } from '../util/index.js';
-
-export interface EnvdInit {
-  envVars: Record<string, string>;
-  accessToken?: string;
-  defaultUser?: string;
-  defaultWorkdir?: string;
-  timestamp: string;
-}
 
 /**
  * envd's default user and working directory from a template's, image's or build's settings;
@@ -18,17 +10,6 @@ export interface EnvdInit {
  */
 export function initDefaults(d: { user?: string; workdir?: string } = {}): Partial<EnvdInit> {
   return { ...(d.user ? { defaultUser: d.user } : {}), ...(d.workdir ? { defaultWorkdir: d.workdir } : {}) };
-}
-
-export interface EnvdMetrics {
-  ts: number;
-  cpu_count: number;
-  cpu_used_pct: number;
-  mem_total: number;
-  mem_used: number;
-  mem_cache?: number;
-  disk_used: number;
-  disk_total: number;
 }
 
 /** A command run through envd as a user, in a directory, with variables. */

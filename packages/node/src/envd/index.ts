@@ -1,12 +1,4 @@
-export {
-  EnvdClient,
-  initDefaults,
-  type EnvdApi,
-  type EnvdConnector,
-  type EnvdInit,
-  type EnvdMetrics,
-  type ExecRequest,
-} from './client.js';
+export { EnvdClient, initDefaults, type EnvdApi, type EnvdConnector, type ExecRequest } from './client.js';
 export {
   loadToolsBundle,
   envdInitArgs,

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { UsageSample } from './sandbox-usage.js';
+import type { UsageSample } from '../orchestrator/index.js';
 
 const FIELDS = 8;
 

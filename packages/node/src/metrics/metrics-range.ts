@@ -1,5 +1,5 @@
 import { invalid } from '@agentenv/common';
-import type { UsageSample } from './sandbox-usage.js';
+import type { UsageSample } from '../orchestrator/index.js';
 
 /**
  * `GET /sandboxes/{id}/metrics?start&end`: which samples, and in which buckets. E2B answers

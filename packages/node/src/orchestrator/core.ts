@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { conflict, DomainError, isFault, notFound, withContext } from '@agentenv/common';
-import type { UsageSample } from '../metrics/index.js';
+import type { UsageSample } from './sandbox-usage.js';
 import type { NodeConfig } from '../config/index.js';
 import type { EnvdConnector } from '../envd/index.js';
 import type { NetSlot } from '../network/index.js';

@@ -1,5 +1,6 @@
 import { invalid, withContext } from '@agentenv/common';
-import { initDefaults, type EnvdInit } from '../envd/index.js';
+import type { EnvdInit } from '@agentenv/protocol';
+import { initDefaults } from '../envd/index.js';
 import type { EgressRules } from '../network/index.js';
 import type { SandboxHandle } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';

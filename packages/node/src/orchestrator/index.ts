@@ -1,7 +1,7 @@
 export { Orchestrator } from './orchestrator.js';
 export type { OrchestratorDeps, EndTimeMode } from './core.js';
 export type { CreateSandboxInput } from './create.js';
-export type { ForkResult } from './capture.js';
+export type { ForkResult } from './fork.js';
 export type { SandboxSettings } from './fork-settings.js';
 export type { ConnectOptions, ResumeBoot } from './resume.js';
 export { SandboxWarmPool, type PooledSandbox, type WarmPoolOptions } from './warm-pool.js';
@@ -60,4 +60,5 @@ export type {
   SourceResolver,
 } from './seams.js';
 export { SandboxStore, RepositoryPauses, LocalCaptureDirs } from './persistence/index.js';
+export { sandboxUsage, type UsageSample } from './sandbox-usage.js';
 export { logLine, queryLogs, type SandboxLogEntry } from './sandbox-logs.js';

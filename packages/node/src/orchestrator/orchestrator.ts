@@ -1,9 +1,10 @@
-import { sandboxUsage, type UsageSample } from '../metrics/index.js';
+import { sandboxUsage, type UsageSample } from './sandbox-usage.js';
 import type { EgressRules } from '../network/index.js';
 import { forEachLimit } from '../util/index.js';
 import type { ActivityTracker } from './activity.js';
 import { Admission, maxSandboxes, maxStartsInFlight, notWhileStopping } from './admission.js';
-import { Capturer, type ForkResult } from './capture.js';
+import { Capturer } from './capture.js';
+import { Forker, type ForkResult } from './fork.js';
 import { SandboxCore, type OrchestratorDeps } from './core.js';
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
@@ -46,6 +47,7 @@ export class Orchestrator {
   private readonly uploads: PauseUploads;
   private readonly resumer: Resumer;
   private readonly capturer: Capturer;
+  private readonly forker: Forker;
   private readonly killer: Killer;
   private readonly settings: Settings;
   private readonly expiry: Expiry;
@@ -89,7 +91,8 @@ export class Orchestrator {
     this.uploads = new PauseUploads(core);
     this.pauser = new Pauser(core, this.uploads);
     this.resumer = new Resumer(core, this.admission);
-    this.capturer = new Capturer(core, this.creator);
+    this.capturer = new Capturer(core);
+    this.forker = new Forker(core, this.creator);
     this.killer = new Killer(core);
     this.settings = new Settings(core);
     this.expiry = new Expiry(core, {
@@ -222,7 +225,7 @@ export class Orchestrator {
 
   async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
     await this.ready(id);
-    return this.capturer.fork(id, count, timeoutSecs);
+    return this.forker.fork(id, count, timeoutSecs);
   }
 
   kill(id: string, reason: LifecycleReason = 'request'): Promise<void> {

@@ -1,7 +1,14 @@
 import { Agent, request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
-import { DomainError, forwardHeaders, statusBody, type SandboxRoute } from '@agentenv/common';
+import {
+  DomainError,
+  forwardHeaders,
+  rawAnswerHead,
+  spliceUpgrade,
+  statusBody,
+  type SandboxRoute,
+} from '@agentenv/common';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 import { authorize, refuseNodeOnly } from './access.js';
 import { errorResponseText, sandboxNotFound, sendAnswer, sendError } from './answers.js';
@@ -200,23 +207,15 @@ export class SandboxProxy {
       }),
     });
     upstream.on('upgrade', (up, upSocket, upHead) => {
-      const lines = [`HTTP/1.1 ${up.statusCode} ${up.statusMessage}`];
-      for (let i = 0; i < up.rawHeaders.length; i += 2)
-        lines.push(`${up.rawHeaders[i]}: ${up.rawHeaders[i + 1]}`);
-      socket.write(lines.join('\r\n') + '\r\n\r\n');
-      if (upHead.length) socket.write(upHead);
-      if (head.length) upSocket.write(head);
       const set = this.upgraded.get(route.sandboxId) ?? new Set<Socket>();
       this.upgraded.set(route.sandboxId, set.add(upSocket));
       upSocket.on('close', () => set.delete(upSocket));
-      upSocket.on('error', () => socket.destroy());
-      upSocket.pipe(socket).pipe(upSocket);
-      socket.on('close', () => upSocket.destroy());
+      spliceUpgrade(socket, head, up, upSocket, upHead);
     });
+    // Refused: the status alone, since the sandbox's headers and body would reach the client
+    // without the proxy's CSP.
     upstream.on('response', (up) => {
-      socket.end(
-        `HTTP/1.1 ${up.statusCode} ${up.statusMessage}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`,
-      );
+      socket.end(rawAnswerHead(up, { first: ['connection: close', 'content-length: 0'], keep: () => false }));
       up.resume();
     });
     upstream.on('error', () => socket.destroy());

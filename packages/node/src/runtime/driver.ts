@@ -4,7 +4,11 @@
  * test/runtime runs the same tests against every driver.
  */
 
-/** What a sandbox may use. Drivers map these onto their own limits (cgroups, VM size). */
+/**
+ * What a sandbox may use. Drivers map these onto their own limits (cgroups, VM size). Sizes are
+ * in mebibytes under E2B's names (`memoryMB`, `diskSizeMB`) from the API through to the driver;
+ * the scheduler's protocol names the same numbers `memoryMib`.
+ */
 export interface Resources {
   readonly cpuCount: number;
   readonly memoryMB: number;

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { readCapture, CAPTURE_META_FILE, type Capture } from '../runtime/index.js';
 import { CacheFullError, SnapshotError } from './errors.js';
-import { checkSnapshotId, isSnapshotId } from './repository.js';
+import { checkSnapshotId, isSnapshotId } from './repository-keys.js';
 import type { SnapshotStore } from './store.js';
 
 export interface RuntimeCacheOptions {

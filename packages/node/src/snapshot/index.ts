@@ -34,7 +34,8 @@ export type {
   BlobInfo,
   BlobSource,
 } from './repository.js';
-export { ObjectRepository, type ObjectStat } from './repository.js';
+export type { ObjectStat } from './repository.js';
+export { ObjectRepository } from './repository-objects.js';
 export { PosixRepository, type PosixRepositoryOptions } from './posix-repository.js';
 export { S3Repository, checkS3Options, type S3RepositoryOptions } from './s3-repository.js';
 export {

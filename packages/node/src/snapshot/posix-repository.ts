@@ -3,7 +3,8 @@ import { copyFile, link, mkdir, open, readdir, rename, stat, unlink } from 'node
 import { dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { RepositoryUnavailableError } from './errors.js';
-import { ObjectRepository, type ObjectRepositoryOptions, type ObjectStat } from './repository.js';
+import type { ObjectStat } from './repository.js';
+import { ObjectRepository, type ObjectRepositoryOptions } from './repository-objects.js';
 
 export interface PosixRepositoryOptions extends ObjectRepositoryOptions {
   /** The repository directory; may be on a shared filesystem (NFS, CephFS, ...) used by several nodes. */

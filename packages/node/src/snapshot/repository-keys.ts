@@ -1,13 +1,12 @@
 import { SnapshotCorruptError, SnapshotInvalidError, type SnapshotError } from './errors.js';
 import { isSha256 } from './manifest.js';
-import type { SnapshotRecord } from './repository.js';
+import { RECORD_FORMAT, type SnapshotRecord } from './repository.js';
 
 /**
  * What the repository's objects are called and what may be in them: snapshot ids, alias and lock
  * names, the object key of each kind, and the shape of a record. Pure; both backends and the
  * store check their input with these.
  */
-export const RECORD_FORMAT = 'aenv-snapshot/1';
 
 const ID_RE = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
 const LABEL_KEY_RE = /^[A-Za-z0-9_.-]{1,64}$/;

@@ -1,5 +1,4 @@
 import type { Readable } from 'node:stream';
-import type { RECORD_FORMAT } from './repository-keys.js';
 
 /**
  * The snapshot repository: durable, possibly shared by several nodes. It holds content-addressed
@@ -19,6 +18,9 @@ import type { RECORD_FORMAT } from './repository-keys.js';
  *   aliases/<urlencoded name>       {"id","nonce","createdAt"}
  *   locks/<kind>-<random>.json      LockBody (see lease.ts)
  */
+/** The format a record names: its shape is checked by `validateRecord` (repository-keys.ts). */
+export const RECORD_FORMAT = 'aenv-snapshot/1';
+
 export interface SnapshotRecord {
   readonly format: typeof RECORD_FORMAT;
   readonly id: string;
@@ -130,8 +132,3 @@ export interface ObjectStat {
   readonly bytes: number;
   readonly mtimeMs: number;
 }
-
-// The repository's parts: names and keys, paging, and the implementation over object primitives.
-export * from './repository-keys.js';
-export * from './repository-paging.js';
-export { ObjectRepository, collect, type ObjectRepositoryOptions } from './repository-objects.js';

@@ -14,7 +14,8 @@ import {
 } from '@aws-sdk/client-s3';
 import { withoutSecrets } from '@agentenv/common';
 import { RepositoryConfigError, RepositoryUnavailableError } from './errors.js';
-import { ObjectRepository, type ObjectRepositoryOptions, type ObjectStat } from './repository.js';
+import type { ObjectStat } from './repository.js';
+import { ObjectRepository, type ObjectRepositoryOptions } from './repository-objects.js';
 
 export interface S3RepositoryOptions extends ObjectRepositoryOptions {
   /** e.g. `https://s3.eu-west-1.amazonaws.com`, `https://oss-cn-hangzhou.aliyuncs.com`, `http://10.0.0.5:9000`. Absent: AWS for the region. */

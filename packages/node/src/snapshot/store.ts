@@ -28,15 +28,8 @@ import {
   type Manifest,
   type ManifestFile,
 } from './manifest.js';
-import {
-  checkSnapshotId,
-  isSnapshotId,
-  RECORD_FORMAT,
-  validateRecord,
-  type RecordFilter,
-  type Repository,
-  type SnapshotRecord,
-} from './repository.js';
+import { RECORD_FORMAT, type RecordFilter, type Repository, type SnapshotRecord } from './repository.js';
+import { checkSnapshotId, isSnapshotId, validateRecord } from './repository-keys.js';
 
 export interface SnapshotStoreOptions {
   readonly repository: Repository;

@@ -3,7 +3,7 @@ import { ENVD_PORT } from '@agentenv/protocol';
 import { envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../envd/index.js';
 import { envRecord, type Credentials, type ImageStore, type PulledImage } from '../image/index.js';
 import type { BootSpec, ResolvedTemplate } from '../orchestrator/index.js';
-import { imagePasswd, userName } from './builds/index.js';
+import { imagePasswd, userName } from './image-users.js';
 import { ensureSandboxLayer } from './sandbox-layer.js';
 
 /** Sandbox defaults an image's config carries (envd /init). */

@@ -14,7 +14,7 @@ import {
   type Repository,
   type SnapshotRecord,
 } from '../../src/snapshot/index.js';
-import { collect } from '../../src/snapshot/repository.js';
+import { collect } from '../../src/snapshot/repository-objects.js';
 import { eventually } from '@agentenv/test-support';
 import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 

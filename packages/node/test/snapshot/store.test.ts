@@ -13,7 +13,7 @@ import {
   Workspace,
   type Repository,
 } from '../../src/snapshot/index.js';
-import { blobKey } from '../../src/snapshot/repository.js';
+import { blobKey } from '../../src/snapshot/repository-keys.js';
 import { eventually } from '@agentenv/test-support';
 import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { MetricsHistory, MetricsSampler } from '../../src/metrics/metrics-history.js';
 import { bucketSamples, metricBody, metricsRange, metricsStep } from '../../src/metrics/metrics-range.js';
-import { sandboxUsage, type UsageSample } from '../../src/metrics/sandbox-usage.js';
+import { sandboxUsage, type UsageSample } from '../../src/orchestrator/sandbox-usage.js';
 
 const MIB = 1024 * 1024;
 const sample = (ts: number, extra: Partial<UsageSample> = {}): UsageSample => ({

@@ -16,15 +16,15 @@ import {
   type Manifest,
 } from '../../src/snapshot/manifest.js';
 import { checkS3Options, S3Repository } from '../../src/snapshot/s3-repository.js';
+import type { SnapshotRecord } from '../../src/snapshot/repository.js';
 import {
   blobKey,
   checkAliasName,
   decodeAliasName,
   encodeAliasName,
-  pageRecords,
   validateRecord,
-  type SnapshotRecord,
-} from '../../src/snapshot/repository.js';
+} from '../../src/snapshot/repository-keys.js';
+import { pageRecords } from '../../src/snapshot/repository-paging.js';
 
 const H = sha256('x');
 

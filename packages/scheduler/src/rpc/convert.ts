@@ -3,9 +3,9 @@ import { timestampFromMs, timestampMs } from '@bufbuild/protobuf/wkt';
 import * as pb from '@agentenv/protocol/scheduler';
 import { invalid } from '@agentenv/common';
 import type { EventInput } from '../events.js';
-import type { HeartbeatInput, NodeView } from '../membership.js';
+import type { HeartbeatInput, NodeView } from '../membership/membership.js';
 import type * as m from '../model.js';
-import type { Located, Placed, ScheduleInput } from '../placements.js';
+import type { Located, Placed, ScheduleInput } from '../schedule/reservations.js';
 
 /** Protobuf ⇄ the scheduler's records. Enum tables are total: adding a value is a type error here. */
 const NODE_STATUS: Record<m.NodeStatus, pb.NodeStatus> = {

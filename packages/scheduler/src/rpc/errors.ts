@@ -43,20 +43,37 @@ export function toConnectError(err: unknown): ConnectError {
   return new ConnectError('internal error', Code.Internal);
 }
 
+/** A failed scheduler call as its clients read it. */
+export interface SchedulerCallError {
+  kind: DomainErrorKind;
+  message: string;
+  retryAfter?: number;
+  /**
+   * The scheduler answered (a refusal), as opposed to no answer at all: the transport failed,
+   * the call timed out or was cancelled. Both can be `unavailable`: no healthy node is an answer.
+   */
+  reached: boolean;
+}
+
 /**
  * The reverse, for the scheduler's clients (the node agent, the gateway): the domain kind of a
  * failed call, its message and retry-after, so they answer with the status the kind has.
  */
-export function fromConnectError(err: unknown): {
-  kind: DomainErrorKind;
-  message: string;
-  retryAfter?: number;
-} {
+export function fromConnectError(err: unknown): SchedulerCallError {
   const ce = ConnectError.from(err);
   const retry = Number(ce.metadata.get(RETRY_AFTER_HEADER));
   return {
     kind: KIND_OF_CODE.get(ce.code) ?? 'unavailable',
     message: ce.rawMessage,
     ...(retry > 0 ? { retryAfter: retry } : {}),
+    reached: answered(err),
   };
+}
+
+function answered(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  if (err.code === Code.DeadlineExceeded || err.code === Code.Canceled) return false;
+  // connect-node reports a socket failure (ECONNREFUSED, ECONNRESET, …) as Unavailable with the
+  // system error as its cause.
+  return !(err.code === Code.Unavailable && err.cause instanceof Error && 'code' in err.cause);
 }

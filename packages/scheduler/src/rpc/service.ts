@@ -1,11 +1,11 @@
 import { create } from '@bufbuild/protobuf';
 import type { ServiceImpl } from '@connectrpc/connect';
 import * as pb from '@agentenv/protocol/scheduler';
-import type { ChunkPeers } from '../chunk-peers.js';
+import type { ChunkPeers } from '../chunks/chunk-peers.js';
 import { invalid } from '@agentenv/common';
 import type { EventLog } from '../events.js';
-import type { Membership } from '../membership.js';
-import type { Placements } from '../placements.js';
+import type { Membership } from '../membership/membership.js';
+import type { Reservations } from '../schedule/reservations.js';
 import type { SchedulerStore } from '../store/store.js';
 import {
   eventIn,
@@ -22,7 +22,7 @@ import { toConnectError } from './errors.js';
 export interface ServiceDeps {
   store: SchedulerStore;
   membership: Membership;
-  placements: Placements;
+  placements: Reservations;
   events: EventLog;
   chunkPeers: ChunkPeers;
   heartbeatIntervalMs: number;

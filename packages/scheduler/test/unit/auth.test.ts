@@ -2,7 +2,7 @@ import { SchedulerService } from '@agentenv/protocol/scheduler';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pathVariants, probe } from '@agentenv/test-support';
-import { startScheduler, type SchedulerApp } from '../../src/app.js';
+import { startScheduler, type SchedulerApp } from '../../src/server/app.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { ManualClock, settings } from './helpers.js';
 

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { captureKey } from '@agentenv/protocol/scheduler';
-import { confirmed, snapshotKeys, withAnnounced } from '../../src/captures.js';
-import { Membership } from '../../src/membership.js';
+import { confirmed, snapshotKeys, withAnnounced } from '../../src/schedule/captures.js';
+import { Membership } from '../../src/membership/membership.js';
 import { NO_RESERVATION, type AnnouncedCapture } from '../../src/model.js';
-import type { Candidate, PlacementRequest } from '../../src/placement/candidate.js';
-import { place } from '../../src/placement/place.js';
-import { DEFAULT_POLICY } from '../../src/placement/policy.js';
-import { Placements, type ScheduleInput } from '../../src/placements.js';
+import type { Candidate, PlacementRequest } from '../../src/schedule/scoring/candidate.js';
+import { place } from '../../src/schedule/scoring/place.js';
+import { DEFAULT_POLICY } from '../../src/schedule/scoring/policy.js';
+import { Reservations, type ScheduleInput } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, nodeRecord, running, sequence, settings } from './helpers.js';
 
@@ -79,7 +79,7 @@ describe('snapshot locality through the scheduler', () => {
     await beat('b');
     await beat('c');
     const hits: boolean[] = [];
-    const placements = new Placements(store, clock, s, membership, {
+    const placements = new Reservations(store, clock, s, membership, {
       placement: (_kind, outcome, hit) => outcome === 'placed' && hits.push(hit),
     });
     return { s, clock, store, membership, placements, beat, hits };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ChunkIndex } from '../../src/chunk-index.js';
+import { ChunkIndex } from '../../src/chunks/chunk-index.js';
 
 describe('ChunkIndex', () => {
   it('maps keys to the nodes that advertised them and follows replacements', () => {

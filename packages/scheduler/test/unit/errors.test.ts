@@ -20,7 +20,12 @@ describe('error mapping', () => {
   it('carries retry-after for capacity and reads it back', () => {
     const ce = toConnectError(new DomainError('capacity', 'cluster full', 3));
     expect(ce.metadata.get('retry-after')).toBe('3');
-    expect(fromConnectError(ce)).toEqual({ kind: 'capacity', message: 'cluster full', retryAfter: 3 });
+    expect(fromConnectError(ce)).toEqual({
+      kind: 'capacity',
+      message: 'cluster full',
+      retryAfter: 3,
+      reached: true,
+    });
   });
 
   it('hides unexpected errors and treats transport failures as unavailable', () => {

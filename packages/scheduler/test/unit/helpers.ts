@@ -1,7 +1,7 @@
 import type { Clock } from '../../src/clock.js';
-import type { HeartbeatInput } from '../../src/membership.js';
+import type { HeartbeatInput } from '../../src/membership/membership.js';
 import type { NodeRecord, RosterEntry } from '../../src/model.js';
-import type { PlacementPolicy } from '../../src/placement/policy.js';
+import type { PlacementPolicy } from '../../src/schedule/scoring/policy.js';
 import { DEFAULT_SETTINGS, type SchedulerSettings } from '../../src/settings.js';
 
 /** A clock the test moves by hand. */

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../../src/events.js';
-import { FailureDetector } from '../../src/failures.js';
-import { nodeStatus, Watch } from '../../src/health.js';
-import { Membership } from '../../src/membership.js';
-import { Placements } from '../../src/placements.js';
+import { FailureDetector } from '../../src/membership/failures.js';
+import { nodeStatus, Watch } from '../../src/membership/health.js';
+import { Membership } from '../../src/membership/membership.js';
+import { Reservations } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, nodeRecord, running, settings } from './helpers.js';
 
@@ -13,7 +13,7 @@ function setup(s = settings()) {
   const membership = new Membership(store, clock, s);
   const events = new EventLog(store, clock);
   const failures = new FailureDetector(store, clock, s, membership, events);
-  const placements = new Placements(store, clock, s, membership);
+  const placements = new Reservations(store, clock, s, membership);
   return { clock, store, membership, events, failures, placements };
 }
 

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '@agentenv/common';
 import { captureKey } from '@agentenv/protocol/scheduler';
-import { Membership } from '../../src/membership.js';
-import { Placements, type ScheduleInput } from '../../src/placements.js';
+import { Membership } from '../../src/membership/membership.js';
+import { Reservations, type ScheduleInput } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, running, settings } from './helpers.js';
 
@@ -21,7 +21,7 @@ async function cluster(nodes: string[], s = settings()) {
   const membership = new Membership(store, clock, s);
   for (const id of nodes) await membership.heartbeat(heartbeat(id));
   const outcomes: string[] = [];
-  const placements = new Placements(store, clock, s, membership, {
+  const placements = new Reservations(store, clock, s, membership, {
     placement: (_kind, outcome, hit) => outcomes.push(`${outcome}${hit ? '+local' : ''}`),
   });
   return { clock, store, membership, placements, outcomes };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { Membership } from '../../src/membership.js';
-import { Placements } from '../../src/placements.js';
+import { Membership } from '../../src/membership/membership.js';
+import { Reservations } from '../../src/schedule/reservations.js';
 import { nodeRetentionMs } from '../../src/settings.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, running, settings } from './helpers.js';
@@ -9,7 +9,7 @@ import { heartbeat, ManualClock, running, settings } from './helpers.js';
 function scheduler(clock: ManualClock, s = settings()) {
   const store = new MemoryStore(clock);
   const membership = new Membership(store, clock, s);
-  return { store, membership, placements: new Placements(store, clock, s, membership) };
+  return { store, membership, placements: new Reservations(store, clock, s, membership) };
 }
 
 const create = { kind: 'create' as const, cacheKeys: [], excludeNodeIds: [], count: 1 };

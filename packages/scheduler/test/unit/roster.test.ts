@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Binding } from '../../src/model.js';
-import { reconcileRoster } from '../../src/roster.js';
+import { reconcileRoster } from '../../src/membership/roster.js';
 import { running } from './helpers.js';
 
 const t = { now: 10_000, assignmentGraceMs: 4000, refreshAfterMs: 20_000 };

@@ -1,4 +1,5 @@
-import type { EnvdApi, EnvdConnector, EnvdInit, EnvdMetrics } from '@agentenv/node';
+import type { EnvdApi, EnvdConnector } from '@agentenv/node';
+import type { EnvdInit, EnvdMetrics } from '@agentenv/protocol';
 import { Faults } from './faults.js';
 
 export type EnvdStep = 'init' | 'metrics' | 'health';

@@ -19,8 +19,6 @@ export function SandboxActions({ sandboxID, state, onDone, full }: Props) {
   const [busy, setBusy] = useState('');
   const [error, setError] = useState('');
   const [confirmKill, setConfirmKill] = useState(false);
-  const [secs, setSecs] = useState('300');
-  const [name, setName] = useState('');
 
   const run = async (action: string, fn: () => Promise<unknown>) => {
     setConfirmKill(false);
@@ -62,44 +60,16 @@ export function SandboxActions({ sandboxID, state, onDone, full }: Props) {
         </button>
       </div>
       {full && running && (
-        <form
-          class="inline"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void run('snapshot', () => api.snapshot(sandboxID, name.trim() || undefined));
-          }}
-        >
-          <input
-            aria-label="snapshot name (optional)"
-            placeholder="snapshot name (optional)"
-            value={name}
-            onInput={(e) => setName((e.target as HTMLInputElement).value)}
-          />
-          <button type="submit" disabled={!!busy}>
-            {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
-          </button>
-        </form>
+        <SnapshotForm
+          busy={busy}
+          onSubmit={(name) => void run('snapshot', () => api.snapshot(sandboxID, name))}
+        />
       )}
       {full && running && (
-        <form
-          class="inline"
-          onSubmit={(e) => {
-            e.preventDefault();
-            void run('timeout', () => api.setTimeout(sandboxID, Number(secs)));
-          }}
-        >
-          <input
-            aria-label="timeout in seconds from now"
-            type="number"
-            min="1"
-            max="2592000"
-            value={secs}
-            onInput={(e) => setSecs((e.target as HTMLInputElement).value)}
-          />
-          <button type="submit" disabled={!!busy}>
-            {busy === 'timeout' ? 'Setting…' : 'Set timeout'}
-          </button>
-        </form>
+        <TimeoutForm
+          busy={busy}
+          onSubmit={(secs) => void run('timeout', () => api.setTimeout(sandboxID, secs))}
+        />
       )}
       {error && (
         <p class="error" role="alert">
@@ -116,5 +86,55 @@ export function SandboxActions({ sandboxID, state, onDone, full }: Props) {
         />
       )}
     </div>
+  );
+}
+
+/** Takes a snapshot of the running sandbox, under an optional name. */
+function SnapshotForm({ busy, onSubmit }: { busy: string; onSubmit: (name: string | undefined) => void }) {
+  const [name, setName] = useState('');
+  return (
+    <form
+      class="inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSubmit(name.trim() || undefined);
+      }}
+    >
+      <input
+        aria-label="snapshot name (optional)"
+        placeholder="snapshot name (optional)"
+        value={name}
+        onInput={(e) => setName((e.target as HTMLInputElement).value)}
+      />
+      <button type="submit" disabled={!!busy}>
+        {busy === 'snapshot' ? 'Snapshotting…' : 'Snapshot'}
+      </button>
+    </form>
+  );
+}
+
+/** Sets the sandbox's timeout, in seconds from now. */
+function TimeoutForm({ busy, onSubmit }: { busy: string; onSubmit: (secs: number) => void }) {
+  const [secs, setSecs] = useState('300');
+  return (
+    <form
+      class="inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSubmit(Number(secs));
+      }}
+    >
+      <input
+        aria-label="timeout in seconds from now"
+        type="number"
+        min="1"
+        max="2592000"
+        value={secs}
+        onInput={(e) => setSecs((e.target as HTMLInputElement).value)}
+      />
+      <button type="submit" disabled={!!busy}>
+        {busy === 'timeout' ? 'Setting…' : 'Set timeout'}
+      </button>
+    </form>
   );
 }

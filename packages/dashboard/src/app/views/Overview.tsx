@@ -1,6 +1,6 @@
 import { useMemo } from 'preact/hooks';
 import { errorsByKind, latency, latencySeries } from '../../shared/stats.js';
-import { SANDBOX_STATES } from '../../shared/types.js';
+import { SANDBOX_STATES, type SandboxEvent } from '../../shared/types.js';
 import { WINDOW_MS } from '../../shared/window.js';
 import { api } from '../api.js';
 import { Chart } from '../components/Chart.js';
@@ -46,19 +46,7 @@ export function Overview() {
           {summary.error}
         </p>
       )}
-      <div class="cards" aria-label="Sandboxes by state">
-        {SANDBOX_STATES.map((s) => (
-          <a
-            class={`card state-${s}`}
-            href={href('sandboxes', undefined, { state: s })}
-            data-state={s}
-            key={s}
-          >
-            <span class="count">{counts[s] ?? 0}</span>
-            <span class="label">{s}</span>
-          </a>
-        ))}
-      </div>
+      <StateCards counts={counts} />
       <div class="stats" aria-label="Latency over the last 15 minutes">
         {STAGES.map(({ stage }) => {
           const l = latency(samples, stage, since);
@@ -96,40 +84,68 @@ export function Overview() {
         ))}
       </div>
       <div class="split">
-        <div>
-          <h2>Errors by kind, last 15 minutes</h2>
-          {errors.length === 0 ? (
-            <p class="muted">No failed operations.</p>
-          ) : (
-            <table class="compact" aria-label="Errors by kind">
-              <tbody>
-                {errors.map(([kind, n]) => (
-                  <tr key={kind}>
-                    <th scope="row">{kind}</th>
-                    <td class="num">{n}</td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          )}
-        </div>
-        <div>
-          <h2>Recent events</h2>
-          {events.length === 0 ? (
-            <p class="muted">Nothing has happened since this page opened.</p>
-          ) : (
-            <ul class="events" aria-label="Recent events">
-              {events.slice(0, 12).map((e) => (
-                <li key={`${e.sandboxID}-${e.timestamp}-${e.type}`}>
-                  <span class="muted">{time(e.timestamp)}</span>{' '}
-                  <span class={`badge ev-${e.type}`}>{e.type}</span>{' '}
-                  <a href={href('sandboxes', e.sandboxID)}>{e.sandboxID}</a>
-                </li>
-              ))}
-            </ul>
-          )}
-        </div>
+        <ErrorsByKind errors={errors} />
+        <RecentEvents events={events} />
       </div>
     </section>
+  );
+}
+
+/** How many sandboxes are in each state, each a link to the list filtered by it. */
+function StateCards({ counts }: { counts: Record<string, number> }) {
+  return (
+    <div class="cards" aria-label="Sandboxes by state">
+      {SANDBOX_STATES.map((s) => (
+        <a class={`card state-${s}`} href={href('sandboxes', undefined, { state: s })} data-state={s} key={s}>
+          <span class="count">{counts[s] ?? 0}</span>
+          <span class="label">{s}</span>
+        </a>
+      ))}
+    </div>
+  );
+}
+
+/** Failed operations of the window, by kind. */
+function ErrorsByKind({ errors }: { errors: [string, number][] }) {
+  return (
+    <div>
+      <h2>Errors by kind, last 15 minutes</h2>
+      {errors.length === 0 ? (
+        <p class="muted">No failed operations.</p>
+      ) : (
+        <table class="compact" aria-label="Errors by kind">
+          <tbody>
+            {errors.map(([kind, n]) => (
+              <tr key={kind}>
+                <th scope="row">{kind}</th>
+                <td class="num">{n}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
+/** The latest lifecycle events seen since the page opened. */
+function RecentEvents({ events }: { events: readonly SandboxEvent[] }) {
+  return (
+    <div>
+      <h2>Recent events</h2>
+      {events.length === 0 ? (
+        <p class="muted">Nothing has happened since this page opened.</p>
+      ) : (
+        <ul class="events" aria-label="Recent events">
+          {events.slice(0, 12).map((e) => (
+            <li key={`${e.sandboxID}-${e.timestamp}-${e.type}`}>
+              <span class="muted">{time(e.timestamp)}</span>{' '}
+              <span class={`badge ev-${e.type}`}>{e.type}</span>{' '}
+              <a href={href('sandboxes', e.sandboxID)}>{e.sandboxID}</a>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useEffect, useState } from 'preact/hooks';
 import type { SandboxEvent, SandboxMetric } from '../../shared/types.js';
-import { api } from '../api.js';
+import { api, type SandboxDetail as Detail } from '../api.js';
 import { Chart } from '../components/Chart.js';
 import { SandboxActions } from '../components/SandboxActions.js';
 import { useLoad } from '../components/useLoad.js';
@@ -16,38 +16,15 @@ const CHART_SECS = 300;
 /** One sandbox: its settings, live CPU/memory charts, lifecycle events, logs and actions. */
 export function SandboxDetail({ id }: { id: string }) {
   const [tick, setTick] = useState(0);
-  const [metrics, setMetrics] = useState<SandboxMetric[]>([]);
   const now = useNow(5000);
   const detail = useLoad(() => api.sandbox(id), [id, tick]);
   const events = useLoad(() => api.events(id), [id, tick]);
   const logs = useLoad(() => api.logs(id), [id, tick]);
 
-  // This sandbox's own stream: its lifecycle events and its envd's metrics every few seconds.
-  useEffect(() => {
-    setMetrics([]);
-    // What the node sampled before this page opened, then each new sample from the stream.
-    const add = (more: SandboxMetric[]) =>
-      setMetrics((all) => {
-        const seen = new Set(all.map((m) => m.timestampUnix));
-        return [...all, ...more.filter((m) => !seen.has(m.timestampUnix))]
-          .sort((a, b) => a.timestampUnix - b.timestampUnix)
-          .slice(-POINTS);
-      });
-    api.metrics(id).then(add, () => undefined);
-    const s = new LiveStream(
-      `/dashboard/api/stream?sandboxID=${encodeURIComponent(id)}`,
-      (event, data) => {
-        if (event === 'sandbox') setTick((n) => n + 1);
-        else if (event === 'sandbox-metrics' && data) add([data as SandboxMetric]);
-      },
-      () => undefined,
-    ).start();
-    return () => s.close();
-  }, [id]);
+  const metrics = useSandboxMetrics(id, () => setTick((n) => n + 1));
 
   const gone = detail.error && !detail.value;
   const d = detail.value;
-  const x = metrics.map((m) => m.timestampUnix);
   return (
     <section class="view detail">
       <p>
@@ -72,60 +49,10 @@ export function SandboxDetail({ id }: { id: string }) {
               onDone={(a) => (a === 'kill' ? navigate(href('sandboxes')) : setTick((n) => n + 1))}
             />
           </div>
-          <dl class="facts">
-            <dt>Template</dt>
-            <dd>{d.alias ?? d.templateID}</dd>
-            <dt>Started</dt>
-            <dd>
-              {new Date(d.startedAt).toLocaleString()} ({age(d.startedAt, now)} ago)
-            </dd>
-            <dt>Time left</dt>
-            <dd>{timeLeft(d.endAt, d.state, now)}</dd>
-            <dt>Resources</dt>
-            <dd>
-              {d.cpuCount} vCPU · {mib(d.memoryMB)} memory · {mib(d.diskSizeMB)} disk
-            </dd>
-            <dt>On timeout</dt>
-            <dd>
-              {d.lifecycle?.onTimeout ?? '–'}
-              {d.lifecycle?.autoResume ? ', resumes on traffic' : ''}
-            </dd>
-            <dt>Network</dt>
-            <dd>
-              internet {d.allowInternetAccess === false ? 'denied' : 'allowed'}
-              {d.network?.allowOut?.length ? ` · allow ${d.network.allowOut.join(', ')}` : ''}
-              {d.network?.denyOut?.length ? ` · deny ${d.network.denyOut.join(', ')}` : ''}
-            </dd>
-            <dt>Metadata</dt>
-            <dd class="meta">
-              {Object.entries(d.metadata).length
-                ? Object.entries(d.metadata)
-                    .map(([k, v]) => `${k}=${v}`)
-                    .join(' ')
-                : '–'}
-            </dd>
-          </dl>
+          <Facts d={d} now={now} />
         </>
       )}
-      <div class="charts">
-        <Chart
-          title="CPU used"
-          x={x}
-          series={[{ label: 'CPU %', color: '#5eb1ff', values: metrics.map((m) => m.cpuUsedPct) }]}
-          unit={(v) => `${v.toFixed(0)} %`}
-          windowSecs={CHART_SECS}
-        />
-        <Chart
-          title="Memory used"
-          x={x}
-          series={[
-            { label: 'used', color: '#6fdc8c', values: metrics.map((m) => m.memUsed) },
-            { label: 'total', color: '#8a94a6', values: metrics.map((m) => m.memTotal) },
-          ]}
-          unit={(v) => bytes(v)}
-          windowSecs={CHART_SECS}
-        />
-      </div>
+      <MetricCharts metrics={metrics} />
       {d?.state === 'paused' && <p class="muted">A paused sandbox reports no metrics until it is resumed.</p>}
       <div class="split">
         <div>
@@ -170,5 +97,100 @@ function EventList({ events, error }: { events: SandboxEvent[]; error: string })
         </li>
       ))}
     </ul>
+  );
+}
+
+/**
+ * This sandbox's own stream: its envd's metrics every few seconds (after what the node sampled
+ * before the page opened), and `onChange` for each of its lifecycle events.
+ */
+function useSandboxMetrics(id: string, onChange: () => void): SandboxMetric[] {
+  const [metrics, setMetrics] = useState<SandboxMetric[]>([]);
+  useEffect(() => {
+    setMetrics([]);
+    // What the node sampled before this page opened, then each new sample from the stream.
+    const add = (more: SandboxMetric[]) =>
+      setMetrics((all) => {
+        const seen = new Set(all.map((m) => m.timestampUnix));
+        return [...all, ...more.filter((m) => !seen.has(m.timestampUnix))]
+          .sort((a, b) => a.timestampUnix - b.timestampUnix)
+          .slice(-POINTS);
+      });
+    api.metrics(id).then(add, () => undefined);
+    const s = new LiveStream(
+      `/dashboard/api/stream?sandboxID=${encodeURIComponent(id)}`,
+      (event, data) => {
+        if (event === 'sandbox') onChange();
+        else if (event === 'sandbox-metrics' && data) add([data as SandboxMetric]);
+      },
+      () => undefined,
+    ).start();
+    return () => s.close();
+  }, [id]);
+  return metrics;
+}
+
+/** What the sandbox was created with and how long it has left. */
+function Facts({ d, now }: { d: Detail; now: number }) {
+  return (
+    <dl class="facts">
+      <dt>Template</dt>
+      <dd>{d.alias ?? d.templateID}</dd>
+      <dt>Started</dt>
+      <dd>
+        {new Date(d.startedAt).toLocaleString()} ({age(d.startedAt, now)} ago)
+      </dd>
+      <dt>Time left</dt>
+      <dd>{timeLeft(d.endAt, d.state, now)}</dd>
+      <dt>Resources</dt>
+      <dd>
+        {d.cpuCount} vCPU · {mib(d.memoryMB)} memory · {mib(d.diskSizeMB)} disk
+      </dd>
+      <dt>On timeout</dt>
+      <dd>
+        {d.lifecycle?.onTimeout ?? '–'}
+        {d.lifecycle?.autoResume ? ', resumes on traffic' : ''}
+      </dd>
+      <dt>Network</dt>
+      <dd>
+        internet {d.allowInternetAccess === false ? 'denied' : 'allowed'}
+        {d.network?.allowOut?.length ? ` · allow ${d.network.allowOut.join(', ')}` : ''}
+        {d.network?.denyOut?.length ? ` · deny ${d.network.denyOut.join(', ')}` : ''}
+      </dd>
+      <dt>Metadata</dt>
+      <dd class="meta">
+        {Object.entries(d.metadata).length
+          ? Object.entries(d.metadata)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')
+          : '–'}
+      </dd>
+    </dl>
+  );
+}
+
+/** CPU and memory of the last five minutes. */
+function MetricCharts({ metrics }: { metrics: SandboxMetric[] }) {
+  const x = metrics.map((m) => m.timestampUnix);
+  return (
+    <div class="charts">
+      <Chart
+        title="CPU used"
+        x={x}
+        series={[{ label: 'CPU %', color: '#5eb1ff', values: metrics.map((m) => m.cpuUsedPct) }]}
+        unit={(v) => `${v.toFixed(0)} %`}
+        windowSecs={CHART_SECS}
+      />
+      <Chart
+        title="Memory used"
+        x={x}
+        series={[
+          { label: 'used', color: '#6fdc8c', values: metrics.map((m) => m.memUsed) },
+          { label: 'total', color: '#8a94a6', values: metrics.map((m) => m.memTotal) },
+        ]}
+        unit={(v) => bytes(v)}
+        windowSecs={CHART_SECS}
+      />
+    </div>
   );
 }

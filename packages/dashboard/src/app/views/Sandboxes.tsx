@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { SANDBOX_STATES } from '../../shared/types.js';
+import { SANDBOX_STATES, type DashboardSandbox } from '../../shared/types.js';
 import { api, type SandboxFilter } from '../api.js';
 import { SandboxActions } from '../components/SandboxActions.js';
 import { useLoad } from '../components/useLoad.js';
@@ -41,50 +41,7 @@ export function Sandboxes({ route }: { route: Route }) {
   return (
     <section class="view sandboxes">
       <h1>Sandboxes</h1>
-      <form
-        class="filters"
-        aria-label="Filter sandboxes"
-        onSubmit={(e) => {
-          e.preventDefault();
-          go(draft, 0);
-        }}
-      >
-        <select
-          aria-label="state"
-          value={draft.state}
-          onChange={(e) => {
-            const f = { ...draft, state: (e.target as HTMLSelectElement).value };
-            setDraft(f);
-            go(f, 0);
-          }}
-        >
-          <option value="">any state</option>
-          {SANDBOX_STATES.map((s) => (
-            <option value={s} key={s}>
-              {s}
-            </option>
-          ))}
-        </select>
-        <input
-          aria-label="template"
-          placeholder="template"
-          value={draft.template}
-          onInput={(e) => setDraft({ ...draft, template: (e.target as HTMLInputElement).value })}
-        />
-        <input
-          aria-label="metadata filter"
-          placeholder="metadata k=v&k2=v2"
-          value={draft.metadata}
-          onInput={(e) => setDraft({ ...draft, metadata: (e.target as HTMLInputElement).value })}
-        />
-        <input
-          aria-label="search id"
-          placeholder="id or template contains"
-          value={draft.q}
-          onInput={(e) => setDraft({ ...draft, q: (e.target as HTMLInputElement).value })}
-        />
-        <button type="submit">Filter</button>
-      </form>
+      <FilterForm draft={draft} setDraft={setDraft} go={go} />
       {page.error && (
         <p class="error" role="alert">
           {page.error}
@@ -108,33 +65,7 @@ export function Sandboxes({ route }: { route: Route }) {
           </thead>
           <tbody>
             {p?.items.map((s) => (
-              <tr key={s.sandboxID} data-sandbox={s.sandboxID} data-state={s.state}>
-                <td>
-                  <a href={href('sandboxes', s.sandboxID)} class="mono">
-                    {s.sandboxID}
-                  </a>
-                </td>
-                <td>
-                  <span class={`badge state-${s.state}`}>{s.state}</span>
-                </td>
-                <td>{s.alias ?? s.templateID}</td>
-                <td class="wide">{s.nodeID}</td>
-                <td class="wide meta">
-                  {Object.entries(s.metadata)
-                    .map(([k, v]) => `${k}=${v}`)
-                    .join(' ')}
-                </td>
-                <td>{age(s.startedAt, now)}</td>
-                <td>{timeLeft(s.endAt, s.state, now)}</td>
-                <td class="num">{pct(s.cpuUsedPct)}</td>
-                <td class="num">
-                  {s.memUsedMiB !== undefined ? `${mib(s.memUsedMiB)} / ` : ''}
-                  {mib(s.memoryMB)}
-                </td>
-                <td class="wide">
-                  <SandboxActions sandboxID={s.sandboxID} state={s.state} onDone={() => void page.reload()} />
-                </td>
-              </tr>
+              <SandboxRow key={s.sandboxID} s={s} now={now} onDone={() => void page.reload()} />
             ))}
           </tbody>
         </table>
@@ -158,5 +89,96 @@ export function Sandboxes({ route }: { route: Route }) {
         </nav>
       )}
     </section>
+  );
+}
+
+/** The filters, applied on submit (a state at once); what is typed stays a draft until then. */
+function FilterForm({
+  draft,
+  setDraft,
+  go,
+}: {
+  draft: SandboxFilter;
+  setDraft: (f: SandboxFilter) => void;
+  go: (f: SandboxFilter, offset: number) => void;
+}) {
+  return (
+    <form
+      class="filters"
+      aria-label="Filter sandboxes"
+      onSubmit={(e) => {
+        e.preventDefault();
+        go(draft, 0);
+      }}
+    >
+      <select
+        aria-label="state"
+        value={draft.state}
+        onChange={(e) => {
+          const f = { ...draft, state: (e.target as HTMLSelectElement).value };
+          setDraft(f);
+          go(f, 0);
+        }}
+      >
+        <option value="">any state</option>
+        {SANDBOX_STATES.map((s) => (
+          <option value={s} key={s}>
+            {s}
+          </option>
+        ))}
+      </select>
+      <input
+        aria-label="template"
+        placeholder="template"
+        value={draft.template}
+        onInput={(e) => setDraft({ ...draft, template: (e.target as HTMLInputElement).value })}
+      />
+      <input
+        aria-label="metadata filter"
+        placeholder="metadata k=v&k2=v2"
+        value={draft.metadata}
+        onInput={(e) => setDraft({ ...draft, metadata: (e.target as HTMLInputElement).value })}
+      />
+      <input
+        aria-label="search id"
+        placeholder="id or template contains"
+        value={draft.q}
+        onInput={(e) => setDraft({ ...draft, q: (e.target as HTMLInputElement).value })}
+      />
+      <button type="submit">Filter</button>
+    </form>
+  );
+}
+
+/** One sandbox of the page, with its quick actions. */
+function SandboxRow({ s, now, onDone }: { s: DashboardSandbox; now: number; onDone: () => void }) {
+  return (
+    <tr data-sandbox={s.sandboxID} data-state={s.state}>
+      <td>
+        <a href={href('sandboxes', s.sandboxID)} class="mono">
+          {s.sandboxID}
+        </a>
+      </td>
+      <td>
+        <span class={`badge state-${s.state}`}>{s.state}</span>
+      </td>
+      <td>{s.alias ?? s.templateID}</td>
+      <td class="wide">{s.nodeID}</td>
+      <td class="wide meta">
+        {Object.entries(s.metadata)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}
+      </td>
+      <td>{age(s.startedAt, now)}</td>
+      <td>{timeLeft(s.endAt, s.state, now)}</td>
+      <td class="num">{pct(s.cpuUsedPct)}</td>
+      <td class="num">
+        {s.memUsedMiB !== undefined ? `${mib(s.memUsedMiB)} / ` : ''}
+        {mib(s.memoryMB)}
+      </td>
+      <td class="wide">
+        <SandboxActions sandboxID={s.sandboxID} state={s.state} onDone={onDone} />
+      </td>
+    </tr>
   );
 }

@@ -15,11 +15,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { SandboxEventLog } from '../../cluster/index.js';
-import type { Orchestrator, SandboxRecord } from '../../orchestrator/index.js';
+import type { Orchestrator, SandboxRecord, UsageSample } from '../../orchestrator/index.js';
 import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
 import { EventStreams, notFound, parseMetadataQuery, type StreamLimits } from '@agentenv/common';
 import { PUBLIC_ROUTE } from '../auth.js';
-import type { UsageSample } from '../../metrics/index.js';
 import { SandboxParams } from '../schemas.js';
 import type { SandboxRoutesOptions } from './sandboxes.js';
 

@@ -1,14 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
-import { DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
-import {
-  bucketSamples,
-  metricBody,
-  metricsRange,
-  type MetricsHistory,
-  type UsageSample,
-} from '../../metrics/index.js';
+import { DEFAULT_TEMPLATE, DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
+import { bucketSamples, metricBody, metricsRange, type MetricsHistory } from '../../metrics/index.js';
 import { validateEgressRules as validateEgress } from '../../network/index.js';
+import { DEFAULT_RESOURCES } from '../../runtime/index.js';
 import {
   logLine,
   queryLogs,
@@ -16,9 +11,11 @@ import {
   type CreateSandboxInput,
   type Orchestrator,
   type SandboxLogEntry,
+  type UsageSample,
 } from '../../orchestrator/index.js';
 
 import {
+  ColdCreateBody,
   CreateSandboxBody,
   LegacyListQuery,
   ListQuery,
@@ -48,9 +45,6 @@ export interface SandboxRoutesOptions {
   volumes: Pick<VolumeMounts, 'resolve'>;
 }
 
-/** The template a create without `templateID` starts from. */
-export const DEFAULT_TEMPLATE = 'base';
-
 /** E2B's limit on `GET /sandboxes/metrics?sandbox_ids=`. */
 const MAX_METRICS_IDS = 100;
 /** E2B's default and largest page of log entries. */
@@ -69,7 +63,7 @@ function refuseZeroTimeout(timeout: number | undefined): void {
   if (timeout === 0) throw invalid('Timeout must be greater than 0');
 }
 
-/** A create request's settings, everything but the template (shared with /sandboxes-cold). */
+/** A create request's settings, everything but what it starts from (a template or an image). */
 export function createInput(
   body: Static<typeof CreateSandboxBody>,
   alwaysSecure: boolean,
@@ -111,6 +105,27 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
       return reply.status(201).header('x-agentenv-sandbox-id', rec.sandboxId).send(sandboxBody(rec, domain));
     });
   }
+
+  // AgentENV's create straight from an OCI image (AGENTENV-API.md §1).
+  app.post('/sandboxes-cold', { schema: { body: ColdCreateBody } }, async (req, reply) => {
+    const b = req.body;
+    const body =
+      b.allowInternetAccess === undefined ? b : { ...b, allow_internet_access: b.allowInternetAccess };
+    const rec = await orch.create({
+      ...createInput(body, b.secure ?? false, opts.defaultTimeoutSecs),
+      source: {
+        kind: 'image',
+        image: b.image,
+        resources: {
+          cpuCount: b.cpuCount ?? DEFAULT_RESOURCES.cpuCount,
+          memoryMB: b.memoryMB ?? DEFAULT_RESOURCES.memoryMB,
+          diskSizeMB: b.diskSizeMB ?? DEFAULT_RESOURCES.diskSizeMB,
+        },
+        ...(b.registryAuth ? { credentials: b.registryAuth } : {}),
+      },
+    });
+    return reply.status(201).header('x-agentenv-sandbox-id', rec.sandboxId).send(sandboxBody(rec, domain));
+  });
 
   const listed = () => orch.list().map(listedBody);
   // The deprecated list: running sandboxes only, newest first, no pages.

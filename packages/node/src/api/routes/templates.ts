@@ -1,20 +1,13 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { invalid, notFound } from '@agentenv/common';
-import type { Orchestrator, SnapshotCatalog } from '../../orchestrator/index.js';
-import { DEFAULT_RESOURCES } from '../../runtime/index.js';
+import { DEFAULT_TEMPLATE, invalid, notFound } from '@agentenv/common';
+import type { SnapshotCatalog } from '../../orchestrator/index.js';
 import { checkFilesHash, type BuildFiles, type BuiltTemplates } from '../../templates/index.js';
-import { CreateSandboxBody } from '../schemas.js';
-import { sandboxBody } from '../serialize.js';
-import { createInput, DEFAULT_TEMPLATE } from './sandboxes.js';
 
 export interface TemplateRoutesOptions {
-  orchestrator: Orchestrator;
   templates: BuiltTemplates;
   files: BuildFiles;
   snapshots: SnapshotCatalog;
-  defaultTimeoutSecs: number;
-  domain: string | undefined;
 }
 
 const Id = Type.String({ minLength: 1, maxLength: 256 });
@@ -69,23 +62,9 @@ const BuildBody = Type.Object(
   { additionalProperties: true },
 );
 
-const ColdBody = Type.Object(
-  {
-    ...CreateSandboxBody.properties,
-    image: Type.String({ minLength: 1, maxLength: 512 }),
-    cpuCount: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    memoryMB: Type.Optional(Type.Integer({ minimum: 128, maximum: 262_144 })),
-    diskSizeMB: Type.Optional(Type.Integer({ minimum: 1024, maximum: 1_048_576, multipleOf: 1024 })),
-    allowInternetAccess: Type.Optional(Type.Boolean()),
-    attachedDrives: Type.Optional(Type.Array(Type.Unknown(), { maxItems: 0 })),
-    registryAuth: Type.Optional(Type.Object({ username: Type.String(), password: Type.String() })),
-  },
-  { additionalProperties: true },
-);
-
 /**
  * E2B's template build API (E2B-COMPAT.md §2: request a build, upload COPY files, trigger, poll
- * the status), the template catalogue, and AgentENV's POST /sandboxes-cold (AGENTENV-API.md §1).
+ * the status) and the template catalogue.
  */
 // eslint-disable-next-line max-lines-per-function -- declarative: one route after another
 export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = async (app, opts) => {
@@ -195,28 +174,5 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
     if (!(await templates.delete(id)) && !(await opts.snapshots.delete(id)))
       throw notFound(`template ${id} not found`);
     return reply.status(204).send();
-  });
-
-  app.post('/sandboxes-cold', { schema: { body: ColdBody } }, async (req, reply) => {
-    const b = req.body;
-    const body =
-      b.allowInternetAccess === undefined ? b : { ...b, allow_internet_access: b.allowInternetAccess };
-    const rec = await opts.orchestrator.create({
-      ...createInput(body, b.secure ?? false, opts.defaultTimeoutSecs),
-      source: {
-        kind: 'image',
-        image: b.image,
-        resources: {
-          cpuCount: b.cpuCount ?? DEFAULT_RESOURCES.cpuCount,
-          memoryMB: b.memoryMB ?? DEFAULT_RESOURCES.memoryMB,
-          diskSizeMB: b.diskSizeMB ?? DEFAULT_RESOURCES.diskSizeMB,
-        },
-        ...(b.registryAuth ? { credentials: b.registryAuth } : {}),
-      },
-    });
-    return reply
-      .status(201)
-      .header('x-agentenv-sandbox-id', rec.sandboxId)
-      .send(sandboxBody(rec, opts.domain));
   });
 };

@@ -40,7 +40,7 @@ import { inspectGvisorHost, type GvisorHost } from './host.js';
 import { DriverLayout } from './layout.js';
 import { findOrphans, LivenessMonitor } from './liveness.js';
 import { memoryLimitBytes } from './oci-spec.js';
-import { CpuPlacer, hostCpus } from './placement.js';
+import { CpuPlacer, hostCpus } from './cpusets.js';
 import { isRunning, pssBytes } from './processes.js';
 import {
   describeFailure,

@@ -2,4 +2,3 @@ export { BuildRunner, type BuildRunnerDeps, type BuildSpec, type BuildResult } f
 export { BuildFiles, checkFilesHash } from './files.js';
 export { BuildLog } from './log.js';
 export { StepError } from './steps.js';
-export { imagePasswd, userName } from './users.js';

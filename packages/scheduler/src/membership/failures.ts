@@ -1,10 +1,10 @@
-import type { Clock } from './clock.js';
-import type { EventLog } from './events.js';
+import type { Clock } from '../clock.js';
+import type { EventLog } from '../events.js';
 import { nodeFailureReason } from './health.js';
 import type { Membership } from './membership.js';
-import type { Binding } from './model.js';
-import type { SchedulerSettings } from './settings.js';
-import type { SchedulerStore } from './store/store.js';
+import type { Binding } from '../model.js';
+import type { SchedulerSettings } from '../settings.js';
+import type { SchedulerStore } from '../store/store.js';
 
 export interface FailureReport {
   nodeId: string;

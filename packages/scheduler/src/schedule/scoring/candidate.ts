@@ -1,4 +1,4 @@
-import type { NodeRecord, NodeStatus, Reserved, Resources } from '../model.js';
+import type { NodeRecord, NodeStatus, Reserved, Resources } from '../../model.js';
 
 /** A node as placement sees it: its last report, its health now, and what is reserved on it. */
 export interface Candidate {

@@ -1,13 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { startCacheKeys } from '@agentenv/protocol/scheduler';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import type { Membership } from './membership.js';
-import type { Binding, NodeStatus, PlacementKind, Resources } from './model.js';
-import type { PlacementRequest } from './placement/candidate.js';
-import { place } from './placement/place.js';
-import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
-import type { SchedulerStore } from './store/store.js';
+import type { Membership } from '../membership/membership.js';
+import type { Binding, NodeStatus, PlacementKind, Resources } from '../model.js';
+import type { PlacementRequest } from './scoring/candidate.js';
+import { place } from './scoring/place.js';
+import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from '../settings.js';
+import type { SchedulerStore } from '../store/store.js';
 
 export interface ScheduleInput {
   kind: PlacementKind;
@@ -63,7 +63,7 @@ const RETRY_AFTER_SECS = 1;
  * store decide independently, so two of them may pick one node for concurrent calls; the
  * reservations they write still hold for every later decision.
  */
-export class Placements {
+export class Reservations {
   /** Decisions in this process one at a time: each sees the reservations of the one before. */
   private decided: Promise<unknown> = Promise.resolve();
 

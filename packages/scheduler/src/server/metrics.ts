@@ -1,7 +1,7 @@
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { NodeView } from './membership.js';
-import type { PlacementKind } from './model.js';
-import type { PlacementObserver, PlacementOutcome } from './placements.js';
+import type { NodeView } from '../membership/membership.js';
+import type { PlacementKind } from '../model.js';
+import type { PlacementObserver, PlacementOutcome } from '../schedule/reservations.js';
 
 /** Prometheus metrics of the scheduler; node gauges are filled from the store when scraped. */
 export class SchedulerMetrics implements PlacementObserver {

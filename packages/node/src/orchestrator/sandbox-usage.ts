@@ -1,4 +1,4 @@
-import type { EnvdMetrics } from '../envd/index.js';
+import type { EnvdMetrics } from '@agentenv/protocol';
 
 /** One sample of a sandbox's usage, in E2B's units (bytes, percent, unix seconds). */
 export interface UsageSample {

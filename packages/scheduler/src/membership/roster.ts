@@ -1,4 +1,4 @@
-import type { Binding, RosterEntry } from './model.js';
+import type { Binding, RosterEntry } from '../model.js';
 
 export interface RosterTiming {
   now: number;

@@ -1,5 +1,5 @@
-import type { Clock } from './clock.js';
-import type { NodeRecord, NodeStatus } from './model.js';
+import type { Clock } from '../clock.js';
+import type { NodeRecord, NodeStatus } from '../model.js';
 
 /** Heartbeat intervals a node may miss before it is unhealthy. */
 export const MISSED_INTERVALS = 3;

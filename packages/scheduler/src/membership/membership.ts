@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { Clock } from './clock.js';
+import type { Clock } from '../clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
-import { confirmed, snapshotKeys, withAnnounced } from './captures.js';
+import { confirmed, snapshotKeys, withAnnounced } from '../schedule/captures.js';
 import { nodeStatus, type Watch } from './health.js';
 import {
   NO_RESERVATION,
@@ -13,10 +13,10 @@ import {
   type P2pEndpoint,
   type Reserved,
   type RosterEntry,
-} from './model.js';
+} from '../model.js';
 import { reconcileRoster } from './roster.js';
-import { nodeRetentionMs, REPORT_GRACE_INTERVALS, type SchedulerSettings } from './settings.js';
-import type { SchedulerStore } from './store/store.js';
+import { nodeRetentionMs, REPORT_GRACE_INTERVALS, type SchedulerSettings } from '../settings.js';
+import type { SchedulerStore } from '../store/store.js';
 
 /** What a node reports every interval. */
 export interface HeartbeatInput {

@@ -2,7 +2,7 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { GatewayContext } from '../../src/context.js';
 import { DomainError } from '@agentenv/common';
-import { placeAndSend } from '../../src/handlers/placement.js';
+import { placeAndSend } from '../../src/handlers/place-retry.js';
 import { GatewayMetrics } from '../../src/metrics.js';
 import {
   PlacementRefused,

@@ -1,20 +1,20 @@
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { SchedulerService } from '@agentenv/protocol/scheduler';
 import type { Logger } from 'pino';
-import { ChunkPeers } from './chunk-peers.js';
-import { systemClock, type Clock } from './clock.js';
-import { EventLog } from './events.js';
-import { FailureDetector } from './failures.js';
-import { Watch } from './health.js';
+import { ChunkPeers } from '../chunks/chunk-peers.js';
+import { systemClock, type Clock } from '../clock.js';
+import { EventLog } from '../events.js';
+import { FailureDetector } from '../membership/failures.js';
+import { Watch } from '../membership/health.js';
 import { listen, type Handler, type Listener } from './listener.js';
-import { Membership } from './membership.js';
+import { Membership } from '../membership/membership.js';
 import { SchedulerMetrics } from './metrics.js';
-import { Placements } from './placements.js';
+import { Reservations } from '../schedule/reservations.js';
 import { guarded, plainRoutes, wellFormed } from './plain-routes.js';
-import { apiKeyGate, requestContext } from './rpc/auth.js';
-import { schedulerService } from './rpc/service.js';
-import type { SchedulerSettings } from './settings.js';
-import type { SchedulerStore } from './store/store.js';
+import { apiKeyGate, requestContext } from '../rpc/auth.js';
+import { schedulerService } from '../rpc/service.js';
+import type { SchedulerSettings } from '../settings.js';
+import type { SchedulerStore } from '../store/store.js';
 
 export interface SchedulerAppOptions {
   host: string;
@@ -39,7 +39,7 @@ export async function startScheduler(o: SchedulerAppOptions): Promise<SchedulerA
   const metrics = new SchedulerMetrics();
   const watch = new Watch(clock, o.settings.heartbeatIntervalMs);
   const membership = new Membership(o.store, clock, o.settings, watch);
-  const placements = new Placements(o.store, clock, o.settings, membership, metrics);
+  const placements = new Reservations(o.store, clock, o.settings, membership, metrics);
   const events = new EventLog(o.store, clock);
   const failures = new FailureDetector(o.store, clock, o.settings, membership, events);
 

@@ -1,8 +1,8 @@
 import { ChunkIndex } from './chunk-index.js';
 import { invalid } from '@agentenv/common';
-import type { Membership } from './membership.js';
-import type { P2pEndpoint } from './model.js';
-import type { SchedulerStore } from './store/store.js';
+import type { Membership } from '../membership/membership.js';
+import type { P2pEndpoint } from '../model.js';
+import type { SchedulerStore } from '../store/store.js';
 
 export interface KeyPeers {
   key: string;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildOciSpec } from '../../src/runtime/gvisor/oci-spec.js';
-import { CpuPlacer, parseCpuList } from '../../src/runtime/gvisor/placement.js';
+import { CpuPlacer, parseCpuList } from '../../src/runtime/gvisor/cpusets.js';
 
 describe('parseCpuList', () => {
   it('reads the kernel CPU list format', () => {

@@ -1,4 +1,4 @@
-import { DomainError } from '@agentenv/common';
+import { DomainError } from './errors.js';
 
 /** One listed item as a node returns it; only the sort key and the id are read here. */
 export type Listed = Record<string, unknown>;
@@ -52,17 +52,21 @@ export type Compare = (a: Listed, b: Listed) => number;
  * The order nodes list in, for any sort key: by `key` (ISO times and numbers compare as they
  * are), descending unless `order=asc`, ties broken by sandbox id ascending like the node does.
  */
-export function comparator(key: string, order: 'asc' | 'desc'): Compare {
+export function comparator<T extends object = Listed>(
+  key: string,
+  order: 'asc' | 'desc',
+): (a: T, b: T) => number {
   const sign = order === 'asc' ? 1 : -1;
   return (a, b) => {
-    const x = a[key] as string | number | undefined;
-    const y = b[key] as string | number | undefined;
+    const [l, r] = [a as Listed, b as Listed];
+    const x = l[key] as string | number | undefined;
+    const y = r[key] as string | number | undefined;
     if (x !== y) {
       if (x === undefined) return 1;
       if (y === undefined) return -1;
       return (x < y ? -1 : 1) * sign;
     }
-    return String(a.sandboxID ?? '').localeCompare(String(b.sandboxID ?? ''));
+    return String(l.sandboxID ?? '').localeCompare(String(r.sandboxID ?? ''));
   };
 }
 

@@ -1,5 +1,5 @@
 import { captureKey } from '@agentenv/protocol/scheduler';
-import type { AnnouncedCapture, NodeRecord } from './model.js';
+import type { AnnouncedCapture, NodeRecord } from '../model.js';
 
 /**
  * Captures a node holds before its heartbeats can list them. A snapshot enters its node's

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { NO_RESERVATION, type NodeLoad, type Reserved } from '../../src/model.js';
-import type { Candidate, PlacementRequest } from '../../src/placement/candidate.js';
-import { rejection } from '../../src/placement/filters.js';
-import { place, sample } from '../../src/placement/place.js';
-import { DEFAULT_POLICY, type PlacementPolicy } from '../../src/placement/policy.js';
-import { projectedLoad } from '../../src/placement/score.js';
+import type { Candidate, PlacementRequest } from '../../src/schedule/scoring/candidate.js';
+import { rejection } from '../../src/schedule/scoring/filters.js';
+import { place, sample } from '../../src/schedule/scoring/place.js';
+import { DEFAULT_POLICY, type PlacementPolicy } from '../../src/schedule/scoring/policy.js';
+import { projectedLoad } from '../../src/schedule/scoring/score.js';
 import { nodeRecord, sequence } from './helpers.js';
 
 const policy: PlacementPolicy = { ...DEFAULT_POLICY, cpuOvercommit: 2, memoryOvercommit: 1, bestOfK: 3 };

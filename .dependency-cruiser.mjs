@@ -1,0 +1,55 @@
+// The dependency rules `npm run lint` checks (dependency-cruiser): no import cycles anywhere in
+// packages/*/src, and the node's layering as CONTRIBUTING.md states it.
+const node = '^packages/node/src/';
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+export default {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'An import cycle: split the shared part into a module both sides import.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'node-layers-below-orchestrator',
+      comment:
+        'runtime, snapshot, image and network sit below the orchestrator: they never import it or the API.',
+      severity: 'error',
+      from: { path: `${node}(runtime|snapshot|image|network)/` },
+      to: { path: `${node}(orchestrator|api)/` },
+    },
+    {
+      name: 'node-orchestrator-below-api',
+      comment: 'The API calls the orchestrator, never the other way round.',
+      severity: 'error',
+      from: { path: `${node}orchestrator/` },
+      to: { path: `${node}api/` },
+    },
+    {
+      name: 'node-snapshot-imports',
+      comment: 'The snapshot library imports only runtime/ (the capture format it stores) and util/.',
+      severity: 'error',
+      from: { path: `${node}snapshot/` },
+      to: { path: node, pathNot: `${node}(snapshot|runtime|util)/` },
+    },
+    {
+      name: 'no-relative-import-across-packages',
+      comment: 'Another package is imported by its name (@agentenv/…), never by a relative path.',
+      severity: 'error',
+      from: { path: '^packages/([^/]+)/' },
+      to: { dependencyTypes: ['local'], path: '^packages/', pathNot: '^packages/$1/' },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: ['(^|/)dist/', '^packages/protocol/src/gen/'] },
+    // Type-only imports count: a cycle through types still ties two modules together.
+    tsPreCompilationDeps: true,
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['source', 'import', 'types', 'default'],
+    },
+  },
+};

@@ -1,0 +1,99 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { cruise, type IConfiguration } from 'dependency-cruiser';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// `npm run lint` runs dependency-cruiser with the repository's rule file over packages/*/src. Here
+// the same rules judge small planted trees, so a rule that stopped matching would show.
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
+const dirs: string[] = [];
+
+async function rules(): Promise<IConfiguration> {
+  const file = path.join(ROOT, '.dependency-cruiser.mjs');
+  return ((await import(file)) as { default: IConfiguration }).default;
+}
+
+/** Writes `files` (path → source) into a fresh directory and names what the rules refuse there. */
+async function violations(files: Record<string, string>): Promise<string[]> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'aenv-deprules-'));
+  dirs.push(dir);
+  for (const [file, source] of Object.entries(files)) {
+    mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    writeFileSync(path.join(dir, file), source);
+  }
+  const config = await rules();
+  // The rules' paths are relative to the base directory, as they are to the root for lint.
+  const result = await cruise(['packages'], {
+    ...config.options,
+    baseDir: dir,
+    ruleSet: { forbidden: config.forbidden ?? [] },
+    validate: true,
+  });
+  if (typeof result.output === 'string') throw new Error('expected a cruise result');
+  return result.output.summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`);
+}
+
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+// A cruise loads TypeScript's parser: seconds on a busy machine, more than a unit test's default.
+describe('dependency rules', { timeout: 60_000 }, () => {
+  it('accept the layering CONTRIBUTING states', async () => {
+    const found = await violations({
+      'packages/node/src/api/routes.ts': `import { create } from '../orchestrator/index.js';\nexport const r = create;\n`,
+      'packages/node/src/orchestrator/index.ts': `import { start } from '../runtime/index.js';\nimport { put } from '../snapshot/index.js';\nexport const create = [start, put];\n`,
+      'packages/node/src/runtime/index.ts': `import { id } from '../util/index.js';\nexport const start = id;\n`,
+      'packages/node/src/snapshot/index.ts': `import { start } from '../runtime/index.js';\nexport const put = start;\n`,
+      'packages/node/src/util/index.ts': `export const id = 1;\n`,
+    });
+    expect(found).toEqual([]);
+  });
+
+  it('refuse an import cycle', async () => {
+    const found = await violations({
+      'packages/gateway/src/a.ts': `import { b } from './b.js';\nexport const a = () => b;\n`,
+      'packages/gateway/src/b.ts': `import type { a } from './a.js';\nexport const b: typeof a | 1 = 1;\n`,
+    });
+    expect(found).toContain('no-circular: packages/gateway/src/a.ts → packages/gateway/src/b.ts');
+  });
+
+  it('refuse a lower layer importing the orchestrator or the API, and the orchestrator the API', async () => {
+    const found = await violations({
+      'packages/node/src/runtime/index.ts': `import { o } from '../orchestrator/index.js';\nexport const r = o;\n`,
+      'packages/node/src/image/index.ts': `import { a } from '../api/index.js';\nexport const i = a;\n`,
+      'packages/node/src/orchestrator/index.ts': `import { a } from '../api/index.js';\nexport const o = a;\n`,
+      'packages/node/src/api/index.ts': `export const a = 1;\n`,
+    });
+    expect(found).toEqual(
+      expect.arrayContaining([
+        'node-layers-below-orchestrator: packages/node/src/runtime/index.ts → packages/node/src/orchestrator/index.ts',
+        'node-layers-below-orchestrator: packages/node/src/image/index.ts → packages/node/src/api/index.ts',
+        'node-orchestrator-below-api: packages/node/src/orchestrator/index.ts → packages/node/src/api/index.ts',
+      ]),
+    );
+  });
+
+  it('refuse the snapshot library importing beyond runtime/ and util/', async () => {
+    const found = await violations({
+      'packages/node/src/snapshot/index.ts': `import { n } from '../network/index.js';\nexport const s = n;\n`,
+      'packages/node/src/network/index.ts': `export const n = 1;\n`,
+    });
+    expect(found).toEqual([
+      'node-snapshot-imports: packages/node/src/snapshot/index.ts → packages/node/src/network/index.ts',
+    ]);
+  });
+
+  it('refuse a relative import into another package', async () => {
+    const found = await violations({
+      'packages/gateway/src/index.ts': `import { x } from '../../node/src/index.js';\nexport const g = x;\n`,
+      'packages/node/src/index.ts': `export const x = 1;\n`,
+    });
+    expect(found).toEqual([
+      'no-relative-import-across-packages: packages/gateway/src/index.ts → packages/node/src/index.ts',
+    ]);
+  });
+});
