@@ -1,22 +1,23 @@
 /**
- * Density benchmark (issue #12): what idle sandboxes cost and how creates hold up as they pile up.
+ * Density benchmark (issues #12, #25): what idle sandboxes cost and how creates hold up as they
+ * pile up.
  *
  * 1. Driver level (GvisorDriver on the node's template capture): idle CPU of 20 restored
  *    sandboxes, as they are, frozen (cgroup freezer), and pinned one CPU each (cpuset); PSS per
  *    idle sandbox.
- * 2. Through a real aenv-server and the E2B SDK (pool off): idle CPU of 20 sandboxes once the
- *    node's idle freeze (`idle_freeze_secs`, default 10 s) has frozen them, PSS per idle sandbox,
- *    then create p50 (5 creates, each killed again) with 0, 50, 100 and 200 idle sandboxes held,
- *    and the host's free memory at each step.
+ * 2. Through a real aenv-server with its defaults (warm pool of 2, admission, max_sandboxes) and
+ *    the E2B SDK: once the node's idle freeze (`idle_freeze_secs`, default 10 s) has frozen 20
+ *    sandboxes and the pool waits frozen, the CPU of the node process, its helper processes, the
+ *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine; PSS per idle
+ *    sandbox; then create p50 (5 creates, each killed again) with 0, 50, 100, 200 and 500 idle
+ *    sandboxes held, against the empty node's, with MemAvailable used per held sandbox.
  *
- * CPU is the sandboxes' own (their cgroups' cpuacct), so other work on the machine does not count,
- * and is given in % of one core. Its node: port 19701, home /var/lib/aenv-h7/density, runtime
+ * CPU is in % of one core. Its node: port 19701, home /var/lib/aenv-h7/density, runtime
  * /run/aenv-h7/density, tag h7 in 10.117.0.0/17 (driver-level sandboxes in 10.117.128.0/17).
  *
- * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200] [--window 10]
+ * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200,500] [--window 30] [--idle 20]
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
-import { totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
@@ -24,13 +25,14 @@ import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/
 import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
+import { cgroupCpuSecs, cpuOver, descendants, machineBusySecs, processCpuSecs } from './host-cpu.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { percentile, timeMs } from './stats.js';
 
 const { values } = parseArgs({
   options: {
-    steps: { type: 'string', default: '0,50,100,200' },
-    window: { type: 'string', default: '10' },
+    steps: { type: 'string', default: '0,50,100,200,500' },
+    window: { type: 'string', default: '30' },
     idle: { type: 'string', default: '20' },
   },
 });
@@ -164,18 +166,55 @@ async function driverLevel(capture: string): Promise<void> {
 
 // ------------------------------------------------------------------ 2. through the node
 
-async function nodeLevel(): Promise<void> {
+/** The node's helper processes (its spawner, …): its descendants outside the sandboxes' cgroups. */
+async function helpersOf(pid: number): Promise<number[]> {
+  const out: number[] = [];
+  for (const p of await descendants(pid)) {
+    const cg = await readFile(`/proc/${p}/cgroup`, 'utf8').catch(() => '');
+    if (!cg.includes(`/${NODE_CGROUP}/`)) out.push(p);
+  }
+  return out;
+}
+
+/**
+ * What idling costs with `ids` held and the pool full, all frozen: the node process, its helpers,
+ * the sandboxes with the pool (their cgroups), and the whole machine (other work on it included).
+ */
+async function idleCost(nodePid: number, ids: readonly string[]): Promise<void> {
+  const all = await heldAndPooled();
+  const n = await allFrozen(NODE_CGROUP, all);
+  const helpers = await helpersOf(nodePid);
+  const cpu = await cpuOver(WINDOW_MS, {
+    node: () => processCpuSecs(nodePid),
+    helpers: async () => (await Promise.all(helpers.map(processCpuSecs))).reduce((a, b) => a + b, 0),
+    sandboxes: () => cgroupCpuSecs(NODE_CGROUP),
+    machine: machineBusySecs,
+  });
+  const ours = cpu.node + cpu.helpers + cpu.sandboxes;
+  say(
+    `node: ${ids.length} idle sandboxes + ${all.length - ids.length} in the pool, ${n} of ${all.length} frozen, over ${WINDOW_MS / 1000} s (% of one core):`,
+  );
+  say(
+    `  node process ${pct(cpu.node)}, its helpers ${pct(cpu.helpers)}, sandboxes + pool ${pct(cpu.sandboxes)}`,
+  );
+  say(`  all of it ${pct(ours)}; whole machine ${pct(cpu.machine)} (anything else running here included)`);
+}
+const pct = (v: number) => `${v.toFixed(2)} %`;
+const heldAndPooled = async () => (await children(NODE_CGROUP)).filter((id) => id.startsWith('aenv-'));
+
+async function nodeLevel(nodePid: number): Promise<void> {
   const held: Sandbox[] = [];
-  const heldIds = async () => (await children(NODE_CGROUP)).filter((id) => id.startsWith('aenv-'));
   const hold = async (n: number) => {
     while (held.length < n) {
       held.push(await Sandbox.create(LONG));
     }
   };
+  const emptyNode = await memAvailable();
   /** Create p50 with `n` idle sandboxes held (each create killed again), as a table row. */
   let firstP50: number | undefined;
   const step = async (n: number) => {
     await hold(n);
+    const perSandbox = n ? mib((emptyNode - (await memAvailable())) / n) : '–';
     const creates: number[] = [];
     for (let i = 0; i < 5; i++) {
       let s: Sandbox | undefined;
@@ -184,24 +223,26 @@ async function nodeLevel(): Promise<void> {
     }
     const p50 = percentile(creates, 50);
     firstP50 ??= p50;
-    return `| ${held.length} | ${p50.toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${(p50 / firstP50).toFixed(2)}× | ${gib(await memAvailable())} |`;
+    return `| ${held.length} | ${p50.toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${(p50 / firstP50).toFixed(2)}× | ${perSandbox} | ${gib(await memAvailable())} |`;
   };
   try {
     // Steps below IDLE are taken before the idle sandboxes exist, so a 0 step means an empty node.
     const rows: string[] = [];
     for (const n of STEPS.filter((n) => n < IDLE)) rows.push(await step(n));
     await hold(IDLE);
-    const ids = await heldIds();
-    const n = await allFrozen(NODE_CGROUP, ids);
-    const cpu = await idleCpu(NODE_CGROUP, ids);
-    say(
-      `node: ${ids.length} idle sandboxes, ${n} frozen by the idle freeze: ${cpu.toFixed(3)} % of one core (${(cpu / ids.length).toFixed(4)} % each)`,
+    await idleCost(
+      nodePid,
+      held.map((s) => s.sandboxId),
     );
-    const sizes = await Promise.all(ids.map((id) => pss(NODE_CGROUP, id)));
-    say(`node: PSS per idle sandbox p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`);
+    const sizes = await Promise.all((await heldAndPooled()).map((id) => pss(NODE_CGROUP, id)));
+    say(
+      `node: PSS per idle sandbox (pool's included) p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`,
+    );
     say('');
-    say('| idle sandboxes held | create p50 | create p95 | p50 / first step | memory available |');
-    say('|---|---|---|---|---|');
+    say(
+      '| idle sandboxes held | create p50 | create p95 | p50 / empty node | MemAvailable used per held sandbox | memory available |',
+    );
+    say('|---|---|---|---|---|---|');
     for (const r of rows) say(r);
     for (const n of STEPS.filter((n) => n >= IDLE)) say(await step(n));
   } finally {
@@ -238,16 +279,13 @@ try {
     AENV_RUNTIME_PATH: RUNTIME,
     AENV_NETWORK_NODE_TAG: TAG,
     AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
-    AENV_POOL_SIZE: '0',
-    AENV_MAX_SANDBOXES: String(Math.max(...STEPS) + 50),
-    // Each sandbox is 1 GiB nominal: 200 of them are 8× this host's memory, past the default 4×.
-    AENV_MEMORY_OVERCOMMIT: String(Math.ceil(((Math.max(...STEPS) + 50) * 2 ** 30) / totalmem())),
+    // The defaults otherwise: the pool of 2, admission, max_sandboxes.
   });
   useSdkEnv(`http://127.0.0.1:${PORT}`);
   await (await Sandbox.create()).kill();
   console.log(`AgentENV density benchmark (${new Date().toISOString()}), window ${WINDOW_MS / 1000} s\n`);
   await driverLevel(await templateCapture(HOME));
-  await nodeLevel();
+  await nodeLevel(server.child.pid!);
 } catch (e) {
   console.error(e);
   if (server) console.error(`node output:\n${server.output().slice(-4000)}`);

@@ -1,3 +1,4 @@
+import { isoTime } from '../util/index.js';
 import type { SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
 import type { PauseKind, SandboxRecord } from './record.js';
@@ -37,7 +38,7 @@ export class Expiry {
   sweep(): void {
     const { background, clock, d } = this.core;
     const now = clock.now();
-    for (const rec of d.store.all()) {
+    for (const rec of d.store.expiredBy(isoTime(now))) {
       if (!hasExpired(rec, now)) continue;
       const id = rec.sandboxId;
       if (background.pending(id).some((t) => t.name === EXPIRE_TASK)) continue;

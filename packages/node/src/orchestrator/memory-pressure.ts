@@ -17,7 +17,10 @@ const WAKE_MIN_SECS = 300;
 
 /** The node's memory as admission and pressure relief see it, in bytes. */
 export interface MemoryFigures {
-  /** Sum of `memoryMB` of the sandboxes live on the node and starting. */
+  /**
+   * Sum of `memoryMB` of the sandboxes live on the node and starting; a frozen sandbox counts at
+   * its measured working set instead (see MemoryPressure.counted).
+   */
   nominal: number;
   /** Working sets of the live sandboxes at their last sample (an unsampled one counts at nominal). */
   measured: number;
@@ -127,6 +130,7 @@ export class MemoryPressure {
     private readonly hostTotal: number,
     private readonly policy: MemoryPolicy,
     private readonly act: MemoryActions,
+    private readonly isFrozen: (sandboxId: string) => boolean,
   ) {}
 
   /** A sandbox's working set, as the usage sampler measured it. */
@@ -212,12 +216,19 @@ export class MemoryPressure {
     return true;
   }
 
-  /** Each live sandbox's nominal and measured bytes. */
+  /**
+   * Each live sandbox's nominal and measured bytes. A frozen sandbox that was measured counts at
+   * its working set in both: it runs no code, so it cannot grow until a request thaws it, and
+   * one that then grows is what the pressure pauses are there for. Idle sandboxes, nearly all
+   * frozen, so take what they hold (tens of MiB) from the overcommit ceiling, not their size.
+   */
   private counted(): Map<string, { nominal: number; bytes: number }> {
     const out = new Map<string, { nominal: number; bytes: number }>();
     for (const id of this.core.live.keys()) {
-      const nominal = (this.core.d.store.get(id)?.memoryMB ?? 0) * MIB;
-      out.set(id, { nominal, bytes: this.workingSets.get(id) ?? nominal });
+      const size = (this.core.d.store.get(id)?.memoryMB ?? 0) * MIB;
+      const measured = this.workingSets.get(id);
+      const nominal = measured !== undefined && this.isFrozen(id) ? Math.min(size, measured) : size;
+      out.set(id, { nominal, bytes: measured ?? size });
     }
     return out;
   }

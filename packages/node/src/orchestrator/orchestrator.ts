@@ -75,6 +75,7 @@ export class Orchestrator {
           pause: (id) => this.pause(id, 'memory_pressure'),
           resume: (id, secs) => this.connect(id, secs, { reason: 'memory_pressure' }),
         },
+        (id) => this.idle.isFrozen(id),
       );
     this.admission = new Admission(
       [

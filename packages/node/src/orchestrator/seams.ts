@@ -163,6 +163,8 @@ export interface SandboxRecordStore {
   delete(id: string): void;
   /** Newest first. */
   all(): SandboxRecord[];
+  /** Running records whose end time (`endAt`) is at or before `now` (ISO-8601 UTC), in any order. */
+  expiredBy(now: string): SandboxRecord[];
 }
 
 export type CaptureKind = 'pause' | 'snapshot' | 'fork';

@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, NODE_TAG as TAG, PORT, useTestServer } from '@agentenv/test-support/server';
+import { CGROUPS, cgroups, frozen } from './sandbox-cgroups.js';
 
 // Frozen after 2 s without use; no warm pool, so the test's sandboxes are the only ones.
 useTestServer({ AENV_IDLE_FREEZE_SECS: '2', AENV_POOL_SIZE: '0' });
@@ -15,26 +16,6 @@ beforeAll(async () => {
   await warm.kill();
 }, 300_000);
 
-const V2 = existsSync('/sys/fs/cgroup/cgroup.controllers');
-/** Where the node's driver puts one cgroup per runtime sandbox (the freezer's, on cgroup v1). */
-const CGROUPS = V2 ? `/sys/fs/cgroup/aenv-${TAG}` : `/sys/fs/cgroup/freezer/aenv-${TAG}`;
-
-/** The runtime sandboxes' cgroups now, by directory name. */
-function cgroups(): Set<string> {
-  if (!existsSync(CGROUPS)) return new Set();
-  return new Set(
-    readdirSync(CGROUPS, { withFileTypes: true })
-      .filter((e) => e.isDirectory())
-      .map((e) => e.name),
-  );
-}
-
-/** Whether the cgroup freezer holds the sandbox's processes stopped. */
-function frozen(cgroup: string): boolean {
-  const dir = join(CGROUPS, cgroup);
-  if (V2) return /^frozen 1$/m.test(readFileSync(join(dir, 'cgroup.events'), 'utf8'));
-  return readFileSync(join(dir, 'freezer.state'), 'utf8').trim() === 'FROZEN';
-}
 
 /** The cgroup of the sandbox `create` makes (the one that was not there before). */
 async function created(create: () => Promise<Sandbox>): Promise<{ sbx: Sandbox; cgroup: string }> {

@@ -70,6 +70,25 @@ describe('orchestrator: memory', () => {
     expect(node.orchestrator.memoryFigures()).toMatchObject({ nominal: 16 * GiB, hostTotal: 4 * GiB });
   });
 
+  it('counts a frozen sandbox at its measured working set against the overcommit ceiling', async () => {
+    // 4 GiB host × 4: sixteen 1 GiB sandboxes, unless some are frozen.
+    const node = new FakeNode({ hostMemoryBytes: 4 * GiB, maxSandboxes: 100 });
+    node.orchestrator.startIdleLoop();
+    const idle = [];
+    for (let i = 0; i < 16; i++) idle.push(await node.create());
+    // Measured (the fake's working set is a quarter of its size), then frozen by the idle loop.
+    for (const r of idle) await node.orchestrator.usage(r.sandboxId);
+    node.clock.advance(10_000);
+    await node.orchestrator.backgroundIdle();
+    expect(node.orchestrator.memoryFigures()).toMatchObject({ nominal: 4 * GiB });
+    for (let i = 0; i < 12; i++) await node.create();
+    expect(errorBody(await rejection(node.create()))).toMatchObject({ status: 429 });
+    // A thaw brings a sandbox back to its full size.
+    await node.orchestrator.usage(idle[0]!.sandboxId);
+    await node.orchestrator.connect(idle[0]!.sandboxId, 60);
+    expect(node.orchestrator.memoryFigures()!.nominal).toBe(16 * GiB + 0.75 * GiB);
+  });
+
   it('counts measured memory against what the host has available', async () => {
     const node = new FakeNode({ hostMemoryBytes: 64 * GiB, memoryBytes: 2.5 * GiB });
     node.orchestrator.startMemoryWatch();

@@ -64,3 +64,20 @@ describe('sandbox records: versions', () => {
     again.close();
   });
 });
+
+describe('sandbox records: the SQLite store', () => {
+  it('picks the running records whose end time has come, and no others', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aenv-records-'));
+    dirs.push(dir);
+    const store = new SandboxStore(join(dir, 'sandboxes.db'));
+    const at = (id: string, state: SandboxRecord['state'], endAt: string) =>
+      store.insert(sandboxRecord({ sandboxId: id, state, endAt }));
+    at('past', 'running', '2026-01-01T00:00:00.000Z');
+    at('now', 'running', '2026-01-01T00:00:05.000Z');
+    at('later', 'running', '2026-01-01T00:00:05.001Z');
+    at('pausedPast', 'paused', '2026-01-01T00:00:00.000Z');
+    const ids = store.expiredBy('2026-01-01T00:00:05.000Z').map((r) => r.sandboxId);
+    expect(ids.sort()).toEqual(['now', 'past']);
+    store.close();
+  });
+});

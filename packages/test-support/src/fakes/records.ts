@@ -48,6 +48,10 @@ export class MemoryRecordStore implements SandboxRecordStore {
       );
   }
 
+  expiredBy(now: string): SandboxRecord[] {
+    return this.all().filter((r) => r.state === 'running' && r.endAt <= now);
+  }
+
   /** Writes a raw stored value, as a crashed or newer node may have left it. */
   putRaw(id: string, value: unknown): void {
     this.rows.set(id, JSON.stringify(value));

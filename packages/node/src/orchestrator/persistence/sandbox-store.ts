@@ -11,6 +11,8 @@ import type { SandboxState } from '../states.js';
  */
 export class SandboxStore implements SandboxRecordStore {
   private readonly db: Database.Database;
+  /** Prepared once: preparing a statement costs more than running it, and the loops run often. */
+  private readonly sql: ReturnType<typeof statements>;
 
   constructor(file: string) {
     mkdirSync(path.dirname(file), { recursive: true });
@@ -23,51 +25,67 @@ export class SandboxStore implements SandboxRecordStore {
       started_at TEXT NOT NULL,
       record TEXT NOT NULL
     )`);
+    this.sql = statements(this.db);
   }
 
   insert(rec: SandboxRecord): void {
-    this.db
-      .prepare('INSERT INTO sandboxes (id, state, started_at, record) VALUES (?, ?, ?, ?)')
-      .run(rec.sandboxId, rec.state, rec.startedAt, JSON.stringify(rec));
+    this.sql.insert.run(rec.sandboxId, rec.state, rec.startedAt, JSON.stringify(rec));
   }
 
   /** Writes `rec` only if the stored state is still `expected`; false otherwise. */
   compareAndSet(rec: SandboxRecord, expected: SandboxState): boolean {
-    const r = this.db
-      .prepare('UPDATE sandboxes SET state = ?, record = ? WHERE id = ? AND state = ?')
-      .run(rec.state, JSON.stringify(rec), rec.sandboxId, expected);
-    return r.changes === 1;
+    return this.sql.compareAndSet.run(rec.state, JSON.stringify(rec), rec.sandboxId, expected).changes === 1;
   }
 
   /** Overwrites fields that do not change the state (end time, metadata). */
   update(rec: SandboxRecord): void {
-    this.db
-      .prepare('UPDATE sandboxes SET record = ? WHERE id = ? AND state = ?')
-      .run(JSON.stringify(rec), rec.sandboxId, rec.state);
+    this.sql.update.run(JSON.stringify(rec), rec.sandboxId, rec.state);
   }
 
   get(id: string): SandboxRecord | undefined {
-    const row = this.db.prepare('SELECT record FROM sandboxes WHERE id = ?').get(id) as
-      { record: string } | undefined;
+    const row = this.sql.get.get(id) as { record: string } | undefined;
     return row ? parse(id, row.record) : undefined;
   }
 
   delete(id: string): void {
-    this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
+    this.sql.delete.run(id);
   }
 
   /** Newest first. */
   all(): SandboxRecord[] {
-    const rows = this.db.prepare('SELECT id, record FROM sandboxes ORDER BY started_at DESC, id').all() as {
-      id: string;
-      record: string;
-    }[];
-    return rows.map((r) => parse(r.id, r.record));
+    return this.rows(this.sql.all.all());
+  }
+
+  /**
+   * Running records whose end time is at or before `now`: SQLite picks them, so a sweep over a
+   * node of hundreds of sandboxes parses only the few that expired. End times are written as
+   * ISO-8601 UTC (isoTime), which compare as strings.
+   */
+  expiredBy(now: string): SandboxRecord[] {
+    return this.rows(this.sql.expiredBy.all(now));
   }
 
   close(): void {
     this.db.close();
   }
+
+  private rows(rows: unknown[]): SandboxRecord[] {
+    return (rows as { id: string; record: string }[]).map((r) => parse(r.id, r.record));
+  }
+}
+
+function statements(db: Database.Database) {
+  return {
+    insert: db.prepare('INSERT INTO sandboxes (id, state, started_at, record) VALUES (?, ?, ?, ?)'),
+    compareAndSet: db.prepare('UPDATE sandboxes SET state = ?, record = ? WHERE id = ? AND state = ?'),
+    update: db.prepare('UPDATE sandboxes SET record = ? WHERE id = ? AND state = ?'),
+    get: db.prepare('SELECT record FROM sandboxes WHERE id = ?'),
+    delete: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
+    all: db.prepare('SELECT id, record FROM sandboxes ORDER BY started_at DESC, id'),
+    expiredBy: db.prepare(
+      "SELECT id, record FROM sandboxes WHERE state = 'running' AND json_extract(record, '$.endAt') <= ?",
+    ),
+  };
 }
 
 function parse(id: string, text: string): SandboxRecord {

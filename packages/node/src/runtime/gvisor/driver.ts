@@ -131,7 +131,12 @@ export class GvisorDriver implements RuntimeDriver {
     this.reclaimer = new Reclaimer(this.layout, () => this.host);
     this.monitor = new LivenessMonitor(
       () =>
-        [...this.live.values()].map((s) => ({ id: s.handle.id, pid: s.pid, quiet: s.releasing || s.busy })),
+        [...this.live.values()].map((s) => ({
+          id: s.handle.id,
+          pid: s.pid,
+          quiet: s.releasing || s.busy,
+          frozen: s.state === 'frozen',
+        })),
       async (id) => {
         const s = this.live.get(id);
         if (s) await this.releaseLive(s, 'the sandbox process exited (runtime or envd crashed)');
