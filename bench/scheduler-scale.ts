@@ -13,6 +13,7 @@
  * Run: npx tsx bench/scheduler-scale.ts [--nodes 100,1000,10000] [--stores memory,redis]
  *        [--flows schedule,full] [--clients 8,32,128] [--seconds 5] [--procs 2] [--roster 100]
  */
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { report } from './scale/report.js';
 import { runScale, type Store } from './scale/run.js';
@@ -33,6 +34,11 @@ const { values } = parseArgs({
 const list = (s: string) => s.split(',').filter(Boolean);
 
 const started = new Date().toISOString();
+const load = () =>
+  loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ');
+const loadBefore = load();
 const result = await runScale({
   nodes: list(values.nodes).map(Number),
   stores: list(values.stores) as Store[],
@@ -48,5 +54,7 @@ const result = await runScale({
   env: { AENV_SCHEDULER_RESERVATION_TTL_MS: '1000' },
   log: (l) => console.error(l),
 });
-console.log(`AgentENV scheduler scale benchmark (${started}), ${values.seconds} s per phase\n`);
+console.log(`AgentENV scheduler scale benchmark (${started}), ${values.seconds} s per phase`);
+// The machine is shared: what else ran shows in its load average.
+console.log(`load average before ${loadBefore}, after ${load()}\n`);
 console.log(report(result));

@@ -33,6 +33,10 @@ export class NodeIndex {
   private reserved = new Map<string, Reserved>();
   /** Reservation ids per node. */
   private byNode = new Map<string, Set<string>>();
+  /** Node ids, to draw from at random. */
+  private ids: string[] = [];
+  /** Node ids per cache key the nodes reported. */
+  private holders = new Map<string, string[]>();
   private readonly expiries = new ExpiryQueue();
   private loadedMs: number | undefined;
   private loading: Promise<void> | undefined;
@@ -69,6 +73,9 @@ export class NodeIndex {
         };
         for (const c of changes) c(next);
         this.state = next;
+        this.ids = [...next.nodes.keys()];
+        this.holders = new Map();
+        for (const node of next.nodes.values()) this.hold(node.nodeId, node.cacheKeys, 1);
         this.reserved = new Map();
         this.byNode = new Map();
         this.expiries.clear();
@@ -97,7 +104,26 @@ export class NodeIndex {
   }
 
   putNode(node: NodeRecord): void {
+    const old = this.state.nodes.get(node.nodeId);
+    if (!old) this.ids.push(node.nodeId);
+    if (old?.cacheKeys.join('\n') !== node.cacheKeys.join('\n')) {
+      if (old) this.hold(old.nodeId, old.cacheKeys, -1);
+      this.hold(node.nodeId, node.cacheKeys, 1);
+    }
     this.change((s) => s.nodes.set(node.nodeId, node));
+  }
+
+  private hold(nodeId: string, keys: readonly string[], sign: 1 | -1): void {
+    for (const key of keys) {
+      const ids = this.holders.get(key) ?? [];
+      if (sign > 0) this.holders.set(key, [...ids, nodeId]);
+      else if (ids.length <= 1) this.holders.delete(key);
+      else
+        this.holders.set(
+          key,
+          ids.filter((id) => id !== nodeId),
+        );
+    }
   }
 
   putDrain(nodeId: string, bootId: string): void {
@@ -141,12 +167,46 @@ export class NodeIndex {
     );
   }
 
+  get size(): number {
+    return this.state.nodes.size;
+  }
+
   /** Every node as placement sees it now: with its announced captures, its status and what is reserved. */
-  candidates(statusOf: (node: NodeRecord, drainedBootId: string | undefined) => NodeStatus): Candidate[] {
+  candidates(statusOf: StatusOf): Candidate[] {
+    return this.build(this.state.nodes.values(), statusOf);
+  }
+
+  /**
+   * A few nodes as `candidates` gives them, so a placement in a big cluster looks at tens of
+   * nodes instead of all: the preferred one, up to `perKey` drawn at random among the holders of
+   * each requested capture (all of them when fewer) and among nodes announced to hold one, and
+   * `others` drawn at random among all.
+   */
+  sample(
+    req: { cacheKeys: readonly string[]; preferNodeId?: string },
+    perKey: number,
+    others: number,
+    statusOf: StatusOf,
+    random: () => number,
+  ): Candidate[] {
+    const picked = new Set<string>();
+    if (req.preferNodeId && this.state.nodes.has(req.preferNodeId)) picked.add(req.preferNodeId);
+    const keys = new Set(req.cacheKeys);
+    const announced = this.announced().filter((a) => keys.has(a.key));
+    for (const a of announced) picked.add(a.nodeId);
+    for (const key of keys) draw(this.holders.get(key) ?? [], perKey, random, picked);
+    draw(this.ids, others, random, picked);
+    return this.build(
+      [...picked].flatMap((id) => this.state.nodes.get(id) ?? []),
+      statusOf,
+    );
+  }
+
+  private build(nodes: Iterable<NodeRecord>, statusOf: StatusOf): Candidate[] {
     this.expire();
     const announced = this.state.announced.size ? this.announced() : [];
     const out: Candidate[] = [];
-    for (const node of this.state.nodes.values())
+    for (const node of nodes)
       out.push({
         node: announced.length ? withAnnounced(node, announced) : node,
         status: statusOf(node, this.state.drains.get(node.nodeId)),
@@ -183,6 +243,17 @@ export class NodeIndex {
       if (r && r.expiresMs <= now) this.takeReservation(id);
     }
   }
+}
+
+type StatusOf = (node: NodeRecord, drainedBootId: string | undefined) => NodeStatus;
+
+/** Adds `n` ids drawn at random from `from` (all of them when it has no more) to `into`. */
+function draw(from: readonly string[], n: number, random: () => number, into: Set<string>): void {
+  if (from.length <= n) {
+    for (const id of from) into.add(id);
+    return;
+  }
+  for (let i = 0; i < n; i++) into.add(from[Math.floor(random() * from.length)]!);
 }
 
 function empty(): State {
