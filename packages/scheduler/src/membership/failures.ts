@@ -28,7 +28,10 @@ export class FailureDetector {
 
   async sweep(): Promise<FailureReport[]> {
     const reports: FailureReport[] = [];
-    for (const v of await this.membership.views()) {
+    const { index } = this.membership;
+    await index.ready();
+    const at = this.clock.now();
+    for (const v of index.candidates((n, drained) => this.membership.statusOf(n, drained, at))) {
       const last = v.node.lastHeartbeatMs;
       if (v.status !== 'unhealthy' || last === undefined) continue;
       if (!(await this.store.claimOnce(`failure:${v.node.nodeId}:${last}`, this.settings.lostRetentionMs)))

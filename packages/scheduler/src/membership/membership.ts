@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
 import { confirmed, snapshotKeys, withAnnounced } from '../schedule/captures.js';
-import { nodeStatus, type Watch } from './health.js';
+import { MISSED_INTERVALS, nodeStatus, type Watch } from './health.js';
 import {
   NO_RESERVATION,
   reservedByNode,
@@ -14,7 +14,8 @@ import {
   type Reserved,
   type RosterEntry,
 } from '../model.js';
-import { reconcileRoster } from './roster.js';
+import { NodeIndex } from './node-index.js';
+import { RosterSync } from './roster-sync.js';
 import { nodeRetentionMs, REPORT_GRACE_INTERVALS, type SchedulerSettings } from '../settings.js';
 import type { SchedulerStore } from '../store/store.js';
 
@@ -58,6 +59,10 @@ const MAX_SNAPSHOT_NAMES = 16;
 export class Membership {
   private readonly expected: Map<string, string | undefined>;
   private readonly retentionMs: number;
+  /** What placement decides on, kept in step with what this process writes. */
+  readonly index: NodeIndex;
+  /** Writes each roster's bindings; told of this process's assignments. */
+  readonly rosters: RosterSync;
 
   /** @param watch this scheduler's own continuity (none: every silence counts, as in unit tests) */
   constructor(
@@ -68,6 +73,8 @@ export class Membership {
   ) {
     this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
     this.retentionMs = nodeRetentionMs(settings);
+    this.index = new NodeIndex(store, clock, settings.heartbeatIntervalMs / 4);
+    this.rosters = new RosterSync(store, settings);
   }
 
   /**
@@ -129,8 +136,9 @@ export class Membership {
 
   /** The answer to a heartbeat a newer one superseded: the node's status as stored. */
   private async statusNow(nodeId: string): Promise<{ status: NodeStatus }> {
-    const [node, drains] = await Promise.all([this.store.getNode(nodeId), this.store.drains()]);
-    return { status: node ? this.statusOf(node, drains.get(nodeId)) : 'connecting' };
+    await this.index.ready();
+    const node = this.index.node(nodeId);
+    return { status: node ? this.statusOf(node, this.index.drainOf(nodeId)) : 'connecting' };
   }
 
   private async apply(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
@@ -149,22 +157,14 @@ export class Membership {
       chunkDigest: digest(chunkKeys),
       ...(hb.p2p ? { p2p: hb.p2p } : {}),
     };
-    const [previous, current, bound, drains] = await Promise.all([
-      this.store.getNode(hb.nodeId),
-      this.store.getBindings(hb.roster.map((e) => e.sandboxId)),
-      this.store.nodeBindings(hb.nodeId),
-      this.store.drains(),
-    ]);
-    for (const b of bound) current.set(b.sandboxId, b);
-    const changes = reconcileRoster(hb.nodeId, hb.roster, current, {
-      now,
-      assignmentGraceMs: 2 * this.settings.heartbeatIntervalMs,
-      refreshAfterMs: this.settings.bindingTtlMs / 3,
-    });
-    // The bindings written and those dropped are different sandboxes.
+    await this.index.ready();
+    const previous = this.index.node(hb.nodeId);
+    const continued =
+      previous?.bootId === hb.bootId &&
+      previous.lastHeartbeatMs !== undefined &&
+      now - previous.lastHeartbeatMs <= MISSED_INTERVALS * this.settings.heartbeatIntervalMs;
     await Promise.all([
-      this.store.putBindings(changes.put, this.settings.bindingTtlMs),
-      this.store.deleteBindings(changes.remove, hb.nodeId),
+      this.rosters.sync(hb.nodeId, hb.roster, now, continued),
       previous?.chunkDigest !== record.chunkDigest
         ? this.store.putChunkKeys(hb.nodeId, chunkKeys, this.retentionMs)
         : undefined,
@@ -172,12 +172,14 @@ export class Membership {
     // Heard as it is written: a slow store must not make a fresh heartbeat look old.
     const heard = { ...record, lastHeartbeatMs: this.clock.now() };
     await this.store.putNode(heard, hb.roster, this.retentionMs);
+    this.index.putNode(heard);
+    const drainedBootId = this.index.drainOf(hb.nodeId);
     await Promise.all([
       this.endReported(hb.nodeId, hb.roster),
       this.endAnnounced(hb.nodeId, hb.cacheKeys),
-      this.keepDrain(hb, drains.get(hb.nodeId)),
+      this.keepDrain(hb, drainedBootId),
     ]);
-    return { status: this.statusOf(heard, drains.get(hb.nodeId), heard.lastHeartbeatMs) };
+    return { status: this.statusOf(heard, drainedBootId, heard.lastHeartbeatMs) };
   }
 
   /**
@@ -185,23 +187,25 @@ export class Membership {
    * gets its drain mark back when the store lost it.
    */
   private async keepDrain(hb: HeartbeatInput, drainedBootId: string | undefined): Promise<void> {
-    if (hb.status === 'draining' && drainedBootId !== hb.bootId)
-      await this.store.putDrain(hb.nodeId, hb.bootId, this.retentionMs);
+    if (hb.status === 'draining' && drainedBootId !== hb.bootId) await this.drain(hb.nodeId, hb.bootId);
   }
 
   /** Assigned reservations whose sandboxes the node's load now counts. */
   private async endReported(nodeId: string, roster: readonly RosterEntry[]): Promise<void> {
     const listed = new Set(roster.map((e) => e.sandboxId));
-    const ended = (await this.store.listReservations()).filter(
-      (r) => r.nodeId === nodeId && r.sandboxIds?.every((id) => listed.has(id)),
-    );
+    const ended = this.index
+      .reservationsOn(nodeId)
+      .filter((r) => r.sandboxIds?.every((id) => listed.has(id)));
+    for (const r of ended) this.index.takeReservation(r.id);
     await Promise.all(ended.map((r) => this.store.takeReservation(r.id)));
   }
 
   /** Announced captures the node's own report now lists. */
   private async endAnnounced(nodeId: string, cacheKeys: readonly string[]): Promise<void> {
-    const ended = confirmed(nodeId, cacheKeys, await this.store.listAnnouncedCaptures());
-    if (ended.length) await this.store.deleteAnnouncedCaptures(ended);
+    const ended = confirmed(nodeId, cacheKeys, this.index.announced(nodeId));
+    if (!ended.length) return;
+    this.index.deleteAnnounced(ended);
+    await this.store.deleteAnnouncedCaptures(ended);
   }
 
   /**
@@ -220,14 +224,21 @@ export class Membership {
       );
     if (!(await this.store.getNode(nodeId))) throw notFound(`node ${nodeId} is not registered`);
     const expiresMs = this.clock.now() + REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs;
-    await this.store.putAnnouncedCaptures(keys.map((key) => ({ nodeId, key, expiresMs })));
+    const captures = keys.map((key) => ({ nodeId, key, expiresMs }));
+    await this.store.putAnnouncedCaptures(captures);
+    this.index.putAnnounced(captures);
   }
 
   /** Drain: no more placements on the node's current boot. */
   async unregister(nodeId: string): Promise<void> {
     const node = await this.store.getNode(nodeId);
     if (!node) throw notFound(`node ${nodeId} is not registered`);
-    await this.store.putDrain(nodeId, node.bootId, this.retentionMs);
+    await this.drain(nodeId, node.bootId);
+  }
+
+  private async drain(nodeId: string, bootId: string): Promise<void> {
+    await this.store.putDrain(nodeId, bootId, this.retentionMs);
+    this.index.putDrain(nodeId, bootId);
   }
 
   /** Every known node (and expected nodes not heard from yet), with its status now. */

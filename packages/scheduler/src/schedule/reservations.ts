@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { startCacheKeys } from '@agentenv/protocol/scheduler';
+import { Batches } from '../store/batches.js';
 import type { Clock } from '../clock.js';
 import { invalid, notFound, DomainError } from '@agentenv/common';
 import type { Membership } from '../membership/membership.js';
-import type { Binding, NodeStatus, PlacementKind, Resources } from '../model.js';
+import type { Binding, NodeRecord, NodeStatus, PlacementKind, Reservation, Resources } from '../model.js';
 import type { PlacementRequest } from './scoring/candidate.js';
 import { place } from './scoring/place.js';
 import { REPORT_GRACE_INTERVALS, type SchedulerSettings } from '../settings.js';
@@ -53,19 +54,23 @@ export interface PlacementObserver {
 }
 
 const MAX_COUNT = 1024;
+/** Nodes sampled per best-of-K choice, so that enough of them pass the filters. */
+const SAMPLE_FROM = 8;
 /** Seconds a client should wait after `capacity`: about one start's time. */
 const RETRY_AFTER_SECS = 1;
 
 /**
  * Placement with reservations: Schedule decides on the nodes' last reports plus everything
  * reserved and not yet assigned, and reserves its choice before answering, so a burst of
- * Schedule calls spreads instead of landing on the node that looked emptiest. Replicas sharing a
- * store decide independently, so two of them may pick one node for concurrent calls; the
- * reservations they write still hold for every later decision.
+ * Schedule calls spreads instead of landing on the node that looked emptiest. A decision reads
+ * the membership's in-process index (node-index.ts), not the store, and counts its reservation
+ * there at once, so the next decision sees it without waiting; the reservations are written to
+ * the store in batches, each answered once its batch is stored. Replicas sharing a store decide
+ * independently, so two of them may pick one node for concurrent calls; the reservations they
+ * write hold for every later decision of the other once it reloads its index.
  */
 export class Reservations {
-  /** Decisions in this process one at a time: each sees the reservations of the one before. */
-  private decided: Promise<unknown> = Promise.resolve();
+  private readonly reservations: Batches<Reservation>;
 
   constructor(
     private readonly store: SchedulerStore,
@@ -74,7 +79,13 @@ export class Reservations {
     private readonly membership: Membership,
     private readonly observer?: PlacementObserver,
     private readonly random: () => number = Math.random,
-  ) {}
+  ) {
+    this.reservations = new Batches((rs) => store.putReservations(rs));
+  }
+
+  private get index() {
+    return this.membership.index;
+  }
 
   async schedule(input: ScheduleInput): Promise<Placed> {
     const count = input.count || 1;
@@ -107,15 +118,15 @@ export class Reservations {
       ...(preferNodeId ? { preferNodeId } : {}),
       excludeNodeIds: input.excludeNodeIds,
     };
-    const turn = this.decided.then(() => this.decide(input.kind, req));
-    this.decided = turn.catch(() => undefined);
-    return turn;
+    await this.index.ready();
+    return this.decide(input.kind, req);
   }
 
+  /** Decides and reserves in one synchronous step, then waits for the reservation's write. */
   private async decide(kind: PlacementKind, req: PlacementRequest): Promise<Placed> {
     const { resources, count } = req;
-    const views = await this.membership.views();
-    const result = place(views, req, this.settings.policy, this.random);
+    const now = this.clock.now();
+    const result = this.choose(req, (n, drained) => this.membership.statusOf(n, drained, now));
     if (!result.ok) {
       this.observer?.placement(kind, result.kind, false);
       throw new DomainError(
@@ -124,8 +135,7 @@ export class Reservations {
         result.kind === 'capacity' ? RETRY_AFTER_SECS : undefined,
       );
     }
-    const now = this.clock.now();
-    const reservation = {
+    const reservation: Reservation = {
       id: `rsv_${randomBytes(9).toString('hex')}`,
       nodeId: result.nodeId,
       resources,
@@ -133,9 +143,15 @@ export class Reservations {
       createdMs: now,
       expiresMs: now + this.settings.reservationTtlMs,
     };
-    await this.store.putReservation(reservation);
+    this.index.putReservations([reservation]);
+    try {
+      await this.reservations.put(reservation);
+    } catch (err) {
+      this.index.takeReservation(reservation.id);
+      throw err;
+    }
     this.observer?.placement(kind, 'placed', result.localityHit);
-    const node = views.find((v) => v.node.nodeId === result.nodeId)!.node;
+    const node = this.index.node(result.nodeId)!;
     return {
       nodeId: node.nodeId,
       advertiseUrl: node.advertiseUrl,
@@ -143,6 +159,22 @@ export class Reservations {
       expiresMs: reservation.expiresMs,
       localityHit: result.localityHit,
     };
+  }
+
+  /**
+   * Places on a sample of the nodes (node-index.ts) when the cluster is big, so a decision costs
+   * the same at 10,000 nodes as at 50; on all of them when the sample has no node with room, which
+   * also makes a refusal name its reasons as before.
+   */
+  private choose(req: PlacementRequest, statusOf: (n: NodeRecord, drained?: string) => NodeStatus) {
+    const { policy } = this.settings;
+    const k = Math.max(1, policy.bestOfK);
+    if (this.index.size > SAMPLE_FROM * k) {
+      const sampled = this.index.sample(req, SAMPLE_FROM * k, SAMPLE_FROM * k, statusOf, this.random);
+      const result = place(sampled, req, policy, this.random);
+      if (result.ok) return result;
+    }
+    return place(this.index.candidates(statusOf), req, policy, this.random);
   }
 
   /**
@@ -155,8 +187,10 @@ export class Reservations {
       throw invalid(`invalid sandbox_ids: 1 to ${MAX_COUNT}`);
     if (a.sandboxIds.some((id) => !id || id.length > 256))
       throw invalid('invalid sandbox_ids: empty or too long');
-    if (!(await this.store.getNode(a.nodeId))) throw notFound(`node ${a.nodeId} is not registered`);
-    const reservation = a.reservationId ? await this.store.takeReservation(a.reservationId) : undefined;
+    await this.index.ready();
+    if (!this.index.node(a.nodeId) && !(await this.store.getNode(a.nodeId)))
+      throw notFound(`node ${a.nodeId} is not registered`);
+    const reservation = a.reservationId ? await this.take(a.reservationId) : undefined;
     const resources = a.resources?.cpuCount
       ? a.resources
       : (reservation?.resources ?? this.settings.defaultResources);
@@ -172,12 +206,9 @@ export class Reservations {
         reservation.expiresMs,
         now + REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs,
       );
-      await this.store.putReservation({
-        ...reservation,
-        nodeId: a.nodeId,
-        sandboxIds: a.sandboxIds,
-        expiresMs,
-      });
+      const held = { ...reservation, nodeId: a.nodeId, sandboxIds: a.sandboxIds, expiresMs };
+      this.index.putReservations([held]);
+      await this.reservations.put(held);
     }
     const bindings: Binding[] = a.sandboxIds
       .filter((id) => !reported(id))
@@ -192,25 +223,35 @@ export class Reservations {
         updatedMs: now,
       }));
     await this.store.putBindings(bindings, this.settings.bindingTtlMs);
+    this.membership.rosters.assignedTo(
+      a.nodeId,
+      bindings.map((b) => b.sandboxId),
+    );
   }
 
   /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */
   async release(reservationId: string): Promise<void> {
     if (!reservationId) throw invalid('invalid reservation_id: required');
-    await this.store.takeReservation(reservationId);
+    await this.take(reservationId);
+  }
+
+  private take(reservationId: string): Promise<Reservation | undefined> {
+    this.index.takeReservation(reservationId);
+    return this.store.takeReservation(reservationId);
   }
 
   async lookup(sandboxId: string): Promise<Located> {
     if (!sandboxId) throw invalid('invalid sandbox_id: required');
     const binding = (await this.store.getBindings([sandboxId])).get(sandboxId);
     if (!binding) throw notFound(`sandbox ${sandboxId} is not known to the scheduler`);
-    const [node, drains] = await Promise.all([this.store.getNode(binding.nodeId), this.store.drains()]);
+    await this.index.ready();
+    const node = this.index.node(binding.nodeId) ?? (await this.store.getNode(binding.nodeId));
     if (!node)
       throw notFound(`sandbox ${sandboxId} is bound to node ${binding.nodeId}, which is not registered`);
     return {
       nodeId: node.nodeId,
       advertiseUrl: node.advertiseUrl,
-      nodeStatus: this.membership.statusOf(node, drains.get(node.nodeId)),
+      nodeStatus: this.membership.statusOf(node, this.index.drainOf(node.nodeId)),
       binding,
     };
   }

@@ -42,7 +42,7 @@ export class MemoryStore implements SchedulerStore {
   async putNode(node: NodeRecord, roster: readonly RosterEntry[], ttlMs: number): Promise<void> {
     this.nodes.set(node.nodeId, {
       node: structuredClone(node),
-      roster: structuredClone([...roster]),
+      roster: roster.map(flat),
       expiresMs: this.clock.now() + ttlMs,
     });
   }
@@ -70,7 +70,7 @@ export class MemoryStore implements SchedulerStore {
   }
 
   async getRoster(nodeId: string): Promise<RosterEntry[]> {
-    return structuredClone(this.node(nodeId)?.roster ?? []);
+    return (this.node(nodeId)?.roster ?? []).map(flat);
   }
 
   /** Kept as long as the node is (putNode refreshes both). */
@@ -104,7 +104,7 @@ export class MemoryStore implements SchedulerStore {
     const out = new Map<string, Binding>();
     for (const id of sandboxIds) {
       const b = this.binding(id);
-      if (b) out.set(id, structuredClone(b));
+      if (b) out.set(id, flat(b));
     }
     return out;
   }
@@ -113,7 +113,7 @@ export class MemoryStore implements SchedulerStore {
     const out: Binding[] = [];
     for (const id of [...(this.byNode.get(nodeId) ?? [])]) {
       const b = this.binding(id);
-      if (b?.nodeId === nodeId) out.push(structuredClone(b));
+      if (b?.nodeId === nodeId) out.push(flat(b));
       else this.byNode.get(nodeId)?.delete(id);
     }
     return out;
@@ -124,7 +124,7 @@ export class MemoryStore implements SchedulerStore {
     for (const b of bindings) {
       const old = this.bindings.get(b.sandboxId);
       if (old && old.value.nodeId !== b.nodeId) this.byNode.get(old.value.nodeId)?.delete(b.sandboxId);
-      this.bindings.set(b.sandboxId, { value: structuredClone(b), expiresMs });
+      this.bindings.set(b.sandboxId, { value: flat(b), expiresMs });
       let set = this.byNode.get(b.nodeId);
       if (!set) this.byNode.set(b.nodeId, (set = new Set()));
       set.add(b.sandboxId);
@@ -139,8 +139,8 @@ export class MemoryStore implements SchedulerStore {
     }
   }
 
-  async putReservation(r: Reservation): Promise<void> {
-    this.reservations.set(r.id, structuredClone(r));
+  async putReservations(rs: readonly Reservation[]): Promise<void> {
+    for (const r of rs) this.reservations.set(r.id, structuredClone(r));
   }
 
   async takeReservation(id: string): Promise<Reservation | undefined> {
@@ -180,19 +180,19 @@ export class MemoryStore implements SchedulerStore {
     const now = this.clock.now();
     const cur = this.events.get(e.sandboxId);
     const list = cur && cur.expiresMs > now ? cur.value : [];
-    list.push(structuredClone(e));
+    list.push(copyEvent(e));
     if (list.length > this.retention.perSandbox) list.splice(0, list.length - this.retention.perSandbox);
     // Re-inserted so the map's order is least recently written first.
     this.events.delete(e.sandboxId);
     this.events.set(e.sandboxId, { value: list, expiresMs: now + this.retention.ttlMs });
     while (this.events.size > MAX_EVENT_SANDBOXES) this.events.delete(this.events.keys().next().value!);
-    this.bus.emit('event', structuredClone(e));
+    this.bus.emit('event', copyEvent(e));
   }
 
   async listEvents(sandboxId: string, limit: number): Promise<SandboxEvent[]> {
     const cur = this.events.get(sandboxId);
     if (!cur || cur.expiresMs <= this.clock.now()) return [];
-    return structuredClone(cur.value.slice(-limit));
+    return cur.value.slice(-limit).map(copyEvent);
   }
 
   subscribeEvents(listener: (e: SandboxEvent) => void): () => void {
@@ -211,4 +211,13 @@ export class MemoryStore implements SchedulerStore {
   async close(): Promise<void> {
     this.bus.removeAllListeners();
   }
+}
+
+/** A copy of a record whose fields are all plain values (roster entries, bindings). */
+function flat<T extends RosterEntry | Binding>(r: T): T {
+  return { ...r };
+}
+
+function copyEvent(e: SandboxEvent): SandboxEvent {
+  return { ...e, details: { ...e.details } };
 }

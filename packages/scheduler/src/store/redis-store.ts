@@ -67,6 +67,8 @@ export class RedisStore implements SchedulerStore {
     const redis = new Redis(opts.url, {
       lazyConnect: true,
       connectTimeout: 3000,
+      // Commands issued in one tick (concurrent heartbeats and placements) go in one round trip.
+      enableAutoPipelining: true,
       // A call during an outage fails fast (the gateway retries) instead of queueing for long.
       maxRetriesPerRequest: 2,
       retryStrategy: (n) => Math.min(n * 200, 2000),
@@ -229,10 +231,13 @@ export class RedisStore implements SchedulerStore {
     });
   }
 
-  putReservation(r: Reservation): Promise<void> {
-    return this.run('store a reservation', async () => {
-      const m = this.redis.multi().hset(this.k('rsv'), r.id, JSON.stringify(r));
-      extend(m, this.k('rsv'), r.expiresMs - this.clock.now());
+  putReservations(rs: readonly Reservation[]): Promise<void> {
+    return this.run('store reservations', async () => {
+      if (rs.length === 0) return;
+      const m = this.redis
+        .multi()
+        .hset(this.k('rsv'), Object.fromEntries(rs.map((r) => [r.id, JSON.stringify(r)])));
+      extend(m, this.k('rsv'), Math.max(...rs.map((r) => r.expiresMs)) - this.clock.now());
       await m.exec();
     });
   }

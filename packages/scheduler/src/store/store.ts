@@ -42,7 +42,8 @@ export interface SchedulerStore {
   /** Drops the bindings that still point at `nodeId`. */
   deleteBindings(sandboxIds: readonly string[], nodeId: string): Promise<void>;
 
-  putReservation(r: Reservation): Promise<void>;
+  /** Writes reservations (a batch of placements' in one write). */
+  putReservations(rs: readonly Reservation[]): Promise<void>;
   /** Removes and returns a reservation (undefined when unknown or expired). */
   takeReservation(id: string): Promise<Reservation | undefined>;
   /** Reservations not yet expired. */

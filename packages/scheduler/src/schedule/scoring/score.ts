@@ -22,10 +22,15 @@ export function projectedLoad(c: Candidate, req: PlacementRequest, policy: Place
   return Math.max(cpu, mem, slots) + policy.measuredWeight * Math.min(measured, 1);
 }
 
+/** Each node record's cache keys as a set, built once per record (records are replaced, never changed). */
+const heldKeys = new WeakMap<readonly string[], ReadonlySet<string>>();
+
 /** Whether the node already holds one of the captures the start restores. */
 export function holdsCapture(c: Candidate, req: PlacementRequest): boolean {
   if (req.cacheKeys.length === 0) return false;
-  const held = new Set(c.node.cacheKeys);
+  const keys = c.node.cacheKeys;
+  let held = heldKeys.get(keys);
+  if (!held) heldKeys.set(keys, (held = new Set(keys)));
   return req.cacheKeys.some((k) => held.has(k));
 }
 

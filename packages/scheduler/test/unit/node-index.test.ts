@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import type { Reservation } from '../../src/model.js';
+import { NodeIndex } from '../../src/membership/node-index.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { ManualClock, nodeRecord } from './helpers.js';
+
+const rsv = (id: string, nodeId: string, expiresMs: number): Reservation => ({
+  id,
+  nodeId,
+  resources: { cpuCount: 2, memoryMib: 1024 },
+  count: 1,
+  createdMs: 0,
+  expiresMs,
+});
+
+function setup() {
+  const clock = new ManualClock();
+  const store = new MemoryStore(clock);
+  const index = new NodeIndex(store, clock, 500);
+  const reserved = (nodeId: string) =>
+    index.candidates(() => 'ready').find((c) => c.node.nodeId === nodeId)?.reserved.count;
+  return { clock, store, index, reserved };
+}
+
+describe('node index', () => {
+  it("counts its own reservations at once, another replica's after its next reload, and none past expiry", async () => {
+    const { clock, store, index, reserved } = setup();
+    await store.putNode(nodeRecord('a'), [], 60_000);
+    await index.ready();
+    const mine = rsv('mine', 'a', clock.now() + 5000);
+    index.putReservations([mine]);
+    await store.putReservations([mine, rsv('theirs', 'a', clock.now() + 5000)]);
+    expect(reserved('a')).toBe(1);
+    clock.advance(500);
+    // Old enough: reloaded in the background, and counted from then on.
+    await index.ready();
+    await new Promise((r) => setImmediate(r));
+    expect(reserved('a')).toBe(2);
+    clock.advance(4500);
+    expect(reserved('a')).toBe(0);
+  });
+
+  it('keeps a change made while a reload was reading', async () => {
+    const { clock, store, index, reserved } = setup();
+    await store.putNode(nodeRecord('a'), [], 60_000);
+    await index.ready();
+    let release!: () => void;
+    const list = store.listReservations.bind(store);
+    store.listReservations = async () => {
+      const read = await list();
+      await new Promise<void>((r) => (release = r));
+      return read;
+    };
+    clock.advance(500);
+    await index.ready();
+    index.putReservations([rsv('during', 'a', clock.now() + 5000)]);
+    release();
+    await new Promise((r) => setImmediate(r));
+    expect(reserved('a')).toBe(1);
+    index.takeReservation('during');
+    expect(reserved('a')).toBe(0);
+  });
+});

@@ -1,0 +1,78 @@
+import { describe, expect, it } from 'vitest';
+import type { Binding } from '../../src/model.js';
+import { RosterSync } from '../../src/membership/roster-sync.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
+import { ManualClock, running, settings } from './helpers.js';
+
+function setup() {
+  const clock = new ManualClock();
+  const store = new MemoryStore(clock);
+  const s = settings();
+  const written: string[] = [];
+  const putBindings = store.putBindings.bind(store);
+  store.putBindings = async (bs: readonly Binding[], ttl: number) => {
+    written.push(...bs.map((b) => b.sandboxId));
+    return putBindings(bs, ttl);
+  };
+  const sync = new RosterSync(store, s);
+  const state = async (id: string) => (await store.getBindings([id])).get(id)?.state;
+  return { clock, store, s, sync, written, state };
+}
+
+const roster = (n: number) => Array.from({ length: n }, (_, i) => running(`s${i}`));
+
+describe('roster sync', () => {
+  it("writes only the entries that changed since the node's last roster, and drops the ones it no longer lists", async () => {
+    const { clock, sync, written, state } = setup();
+    await sync.sync('a', roster(50), clock.now(), false);
+    expect(written).toHaveLength(50);
+    written.length = 0;
+    clock.advance(2000);
+    const next = [...roster(50).slice(1), running('new')];
+    next[10] = running('s11', { state: 'pausing' });
+    await sync.sync('a', next, clock.now(), true);
+    expect(written.sort()).toEqual(['new', 's11']);
+    expect(await state('s0')).toBeUndefined();
+    expect(await state('s11')).toBe('pausing');
+    expect(await state('s20')).toBe('running');
+  });
+
+  it('drops an assignment the roster never lists once its grace is over', async () => {
+    const { clock, store, s, sync, state } = setup();
+    await sync.sync('a', roster(3), clock.now(), false);
+    await store.putBindings(
+      [{ ...running('x'), nodeId: 'a', source: 'assignment', updatedMs: clock.now() }],
+      s.bindingTtlMs,
+    );
+    sync.assignedTo('a', ['x']);
+    clock.advance(2000);
+    await sync.sync('a', roster(3), clock.now(), true);
+    expect(await state('x')).toBe('running');
+    clock.advance(2 * s.heartbeatIntervalMs);
+    await sync.sync('a', roster(3), clock.now(), true);
+    expect(await state('x')).toBeUndefined();
+  });
+
+  it('sets right what another writer changed of an unchanged entry on its periodic full pass, or at once after a silence', async () => {
+    const { clock, store, s, sync, state } = setup();
+    await sync.sync('a', roster(3), clock.now(), false);
+    const lost = (id: string) =>
+      store.putBindings(
+        [{ ...running(id), nodeId: 'a', state: 'lost', source: 'roster', updatedMs: clock.now() }],
+        s.bindingTtlMs,
+      );
+    await lost('s1');
+    clock.advance(2000);
+    await sync.sync('a', roster(3), clock.now(), true);
+    // A lost sandbox stays lost while its node lists it unchanged...
+    expect(await state('s1')).toBe('lost');
+    clock.advance(s.bindingTtlMs / 3);
+    await sync.sync('a', roster(3), clock.now(), true);
+    // ...until the full pass, which takes the node's word, as every heartbeat used to.
+    expect(await state('s1')).toBe('running');
+    await lost('s2');
+    clock.advance(2000);
+    await sync.sync('a', roster(3), clock.now(), false);
+    expect(await state('s2')).toBe('running');
+  });
+});
