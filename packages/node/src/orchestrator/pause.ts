@@ -9,7 +9,7 @@ import type { PauseKind, SandboxRecord } from './record.js';
  * Pause: checkpoint a running sandbox to this node's disk (or, filesystem only, capture its
  * writable layer) and release its CPU, memory and network slot, then answer. Storing the capture
  * in the shared repository (any node can resume it) and this node's cache runs afterwards in the
- * background (PauseUploads).
+ * background (PauseUploads), unless the caller waits for it (`untilStored`).
  */
 export class Pauser {
   constructor(
@@ -17,12 +17,18 @@ export class Pauser {
     private readonly uploads: PauseUploads,
   ) {}
 
-  async pause(id: string, reason: LifecycleReason, kind: PauseKind = 'memory'): Promise<void> {
+  async pause(
+    id: string,
+    reason: LifecycleReason,
+    kind: PauseKind = 'memory',
+    untilStored = false,
+  ): Promise<void> {
     const refusal = kind === 'filesystem' && coldStartRefusal(this.core.get(id), 'pause without its memory');
     if (refusal) throw refusal;
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
-    this.uploads.start(id);
+    const upload = this.uploads.start(id);
+    if (untilStored) await upload;
   }
 
   private async pauseWork(

@@ -1,4 +1,9 @@
 import type { Clock } from '../../src/clock.js';
+import { EventLog } from '../../src/events.js';
+import { FailureDetector } from '../../src/failures.js';
+import { Membership } from '../../src/membership.js';
+import { Placements } from '../../src/placements.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
 import type { HeartbeatInput } from '../../src/membership.js';
 import type { NodeRecord, RosterEntry } from '../../src/model.js';
 import type { PlacementPolicy } from '../../src/placement/policy.js';
@@ -79,4 +84,15 @@ export const running = (sandboxId: string, over: Partial<RosterEntry> = {}): Ros
 export function sequence(values: number[]): () => number {
   let i = 0;
   return () => values[i++ % values.length]!;
+}
+
+/** A scheduler's parts over one memory store and a manual clock. */
+export function schedulerParts(s = settings()) {
+  const clock = new ManualClock();
+  const store = new MemoryStore(clock);
+  const membership = new Membership(store, clock, s);
+  const events = new EventLog(store, clock);
+  const failures = new FailureDetector(store, clock, s, membership, events);
+  const placements = new Placements(store, clock, s, membership);
+  return { clock, store, membership, events, failures, placements };
 }

@@ -3,19 +3,10 @@ import { EventLog } from '../../src/events.js';
 import { FailureDetector } from '../../src/failures.js';
 import { nodeStatus, Watch } from '../../src/health.js';
 import { Membership } from '../../src/membership.js';
-import { Placements } from '../../src/placements.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { heartbeat, ManualClock, nodeRecord, running, settings } from './helpers.js';
+import { heartbeat, ManualClock, nodeRecord, running, schedulerParts, settings } from './helpers.js';
 
-function setup(s = settings()) {
-  const clock = new ManualClock();
-  const store = new MemoryStore(clock);
-  const membership = new Membership(store, clock, s);
-  const events = new EventLog(store, clock);
-  const failures = new FailureDetector(store, clock, s, membership, events);
-  const placements = new Placements(store, clock, s, membership);
-  return { clock, store, membership, events, failures, placements };
-}
+const setup = schedulerParts;
 
 describe('node health', () => {
   it('is unhealthy after three missed intervals, not before', () => {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
+import { PAUSE_STORED_HEADER } from '@agentenv/protocol';
 import {
   bucketSamples,
   metricBody,
@@ -11,6 +12,7 @@ import {
 import { validateEgressRules as validateEgress } from '../../network/index.js';
 import {
   logLine,
+  pauseStored,
   queryLogs,
   visibleState,
   type CreateSandboxInput,
@@ -29,6 +31,7 @@ import {
   NetworkUpdateBody,
   OptionalTimeoutBody,
   PauseBody,
+  PauseQuery,
   RefreshBody,
   SandboxParams,
   TimeoutBody,
@@ -155,13 +158,19 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
 
   app.post(
     '/sandboxes/:sandboxID/pause',
-    { schema: { params: SandboxParams, body: PauseBody } },
+    { schema: { params: SandboxParams, body: PauseBody, querystring: PauseQuery } },
     async (req, reply) => {
       const rec = orch.get(req.params.sandboxID);
       if (rec.state === 'paused')
         throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already paused`);
-      await orch.pause(rec.sandboxId, 'request', req.body?.memory === false ? 'filesystem' : 'memory');
-      return reply.status(204).send();
+      const kind = req.body?.memory === false ? 'filesystem' : 'memory';
+      await orch.pause(rec.sandboxId, 'request', kind, req.query.wait === 'stored');
+      const after = orch.find(rec.sandboxId);
+      // The gateway records the pause by it: a pause not stored yet waits for this node.
+      return reply
+        .status(204)
+        .header(PAUSE_STORED_HEADER, String(after !== undefined && pauseStored(after)))
+        .send();
     },
   );
 
