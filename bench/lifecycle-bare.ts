@@ -114,6 +114,21 @@ export class BareLab {
     return { dir, ms: await timeMs(() => this.bare.run([...args, id])) };
   }
 
+  /** `runsc checkpoint` (stopping the sandbox) of a freshly restored sandbox, `iter` times. */
+  async measureCheckpointStop(template: string, iter: number): Promise<number[]> {
+    const { source, res } = await bareSourceOf(template);
+    const out: number[] = [];
+    for (let i = 0; i < iter; i++) {
+      const a = await this.restore(this.bare, template, source, res);
+      const stop = await this.checkpoint(a.id, false);
+      out.push(stop.ms);
+      await this.bare.kill(a.id);
+      this.drop(a.net);
+      await rm(stop.dir, { recursive: true, force: true });
+    }
+    return out;
+  }
+
   async measure(template: string, iter: number, forkReps: number): Promise<BareResults> {
     const { source, res } = await bareSourceOf(template);
     const r: BareResults = {
