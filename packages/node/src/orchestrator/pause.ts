@@ -7,9 +7,10 @@ import type { PauseKind, SandboxRecord } from './record.js';
 
 /**
  * Pause: checkpoint a running sandbox to this node's disk (or, filesystem only, capture its
- * writable layer) and release its CPU, memory and network slot, then answer. Storing the capture
- * in the shared repository (any node can resume it) and this node's cache runs afterwards in the
- * background (PauseUploads), unless the caller waits for it (`untilStored`).
+ * writable layer) and release its CPU and memory, then answer; its network slot is torn down
+ * after the answer. Storing the capture in the shared repository (any node can resume it) and
+ * this node's cache runs afterwards in the background (PauseUploads), unless the caller waits for
+ * it (`untilStored`).
  */
 export class Pauser {
   constructor(
@@ -57,7 +58,10 @@ export class Pauser {
       throw err;
     }
     this.core.live.delete(rec.sandboxId);
-    await this.core.releaseSlot(live.slot, rec.sandboxId);
+    // Given back after the answer, as a kill does: tearing the namespace down is not the pause's.
+    void this.core.background.run('pause-release', rec.sandboxId, () =>
+      this.core.releaseSlot(live.slot, rec.sandboxId),
+    );
     this.core.logs.add(
       rec.sandboxId,
       kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',
