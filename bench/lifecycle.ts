@@ -304,7 +304,18 @@ async function main(): Promise<void> {
     return;
   }
   if (ONLY_PAUSE) {
-    await pauseRows(await lab.measureCheckpointStop(template, ITER));
+    const plain = await lab.measureCheckpointStop(template, ITER);
+    // Whether runsc's own options make the floor itself cheaper.
+    for (const flag of ['--direct', '--exclude-committed-zero-pages']) {
+      const ms = await lab.measureCheckpointStop(template, ITER, [flag]);
+      rows.push({
+        name: `bare runsc checkpoint ${flag}`,
+        node: ms,
+        base: plain,
+        baseName: 'runsc checkpoint',
+      });
+    }
+    await pauseRows(plain);
     await stopNode();
     report();
     return;

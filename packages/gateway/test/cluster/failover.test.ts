@@ -137,7 +137,9 @@ describe('node loss and scheduler restarts (Redis store)', () => {
 
     // The upload (chunking, hashing, writing a memory image) takes far longer than a SIGKILL;
     // should it have won, the sandbox is simply resumable elsewhere already.
-    if (!(await inRepository(sbx.sandboxId))) {
+    const raced = await inRepository(sbx.sandboxId);
+    console.log(`pause ${raced ? 'already stored' : 'not yet stored'} when its node was SIGKILLed`);
+    if (!raced) {
       const connect = await c.api('POST', `/sandboxes/${sbx.sandboxId}/connect`, {});
       expect(connect.status).toBe(503);
       expect(Number(connect.headers.get('retry-after'))).toBeGreaterThan(0);
