@@ -101,7 +101,11 @@ export class BareLab {
     return { id: bundle.id, net, ms };
   }
 
-  private async checkpoint(id: string, leaveRunning: boolean): Promise<{ dir: string; ms: number }> {
+  private async checkpoint(
+    id: string,
+    leaveRunning: boolean,
+    flags: readonly string[] = [],
+  ): Promise<{ dir: string; ms: number }> {
     const dir = join(this.dir, 'captures', `${id}-${Date.now()}`);
     await mkdir(dir, { recursive: true });
     const args = [
@@ -110,8 +114,31 @@ export class BareLab {
       dir,
       '--compression=none',
       ...(leaveRunning ? ['--leave-running'] : []),
+      ...flags,
     ];
     return { dir, ms: await timeMs(() => this.bare.run([...args, id])) };
+  }
+
+  /**
+   * `runsc checkpoint` (stopping the sandbox) of a freshly restored sandbox, `iter` times, with
+   * `flags` added (options that might make the checkpoint itself cheaper).
+   */
+  async measureCheckpointStop(
+    template: string,
+    iter: number,
+    flags: readonly string[] = [],
+  ): Promise<number[]> {
+    const { source, res } = await bareSourceOf(template);
+    const out: number[] = [];
+    for (let i = 0; i < iter; i++) {
+      const a = await this.restore(this.bare, template, source, res);
+      const stop = await this.checkpoint(a.id, false, flags);
+      out.push(stop.ms);
+      await this.bare.kill(a.id);
+      this.drop(a.net);
+      await rm(stop.dir, { recursive: true, force: true });
+    }
+    return out;
   }
 
   async measure(template: string, iter: number, forkReps: number): Promise<BareResults> {

@@ -11,7 +11,8 @@
  * Ctrl-C.
  *
  * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
- * [--only fork]   (~6 min; `--only fork` measures the forks and their baseline alone, ~1 min)
+ * [--only fork|pause]   (~6 min; `--only fork` measures the forks and their baseline alone,
+ * ~1 min; `--only pause` the pauses, the pause window and their baseline, ~1 min)
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -35,8 +36,10 @@ const { values } = parseArgs({
     only: { type: 'string' },
   },
 });
-if (values.only !== undefined && values.only !== 'fork') throw new Error('--only takes: fork');
+if (values.only !== undefined && !['fork', 'pause'].includes(values.only))
+  throw new Error('--only takes: fork, pause');
 const ONLY_FORK = values.only === 'fork';
+const ONLY_PAUSE = values.only === 'pause';
 const ITER = Number(values.iter);
 const FORK_REPS = Number(values['fork-reps']);
 const POOL = Number(values.pool);
@@ -165,6 +168,54 @@ async function pauseResume(): Promise<{ pause: number[]; resume: number[] }> {
   return { pause, resume };
 }
 
+/**
+ * The pause window: how long after a pause answered its capture is in the snapshot repository
+ * (GET says `pauseStored`), and a pause asked to answer only then (`?wait=stored`).
+ */
+async function pauseWindow(): Promise<{ window: number[]; waitStored: number[] }> {
+  const sbx = await Sandbox.create(LONG);
+  const window: number[] = [];
+  const waitStored: number[] = [];
+  const stored = async () => (await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.pauseStored === true;
+  for (let i = 0; i < ITER; i++) {
+    await sbx.commands.run(`echo ${i} > /tmp/step`);
+    await sbx.pause();
+    window.push(
+      await timeMs(async () => {
+        while (!(await stored())) await sleep(2);
+      }),
+    );
+    await Sandbox.connect(sbx.sandboxId, LONG);
+    await sbx.commands.run(`echo ${i} > /tmp/step`);
+    waitStored.push(
+      await timeMs(async () => {
+        const r = await api('POST', `/sandboxes/${sbx.sandboxId}/pause?wait=stored`);
+        if (r.status !== 204 || r.headers.get('x-aenv-pause-stored') !== 'true')
+          throw new Error(`pause?wait=stored: ${r.status} ${JSON.stringify(r.json)}`);
+      }),
+    );
+    await Sandbox.connect(sbx.sandboxId, LONG);
+  }
+  await sbx.kill();
+  return { window, waitStored };
+}
+
+/** Pause, resume (against a bare restore when measured) and the pause window. */
+async function pauseRows(bareCheckpoint: number[], bareRestore?: number[]): Promise<void> {
+  const pr = await pauseResume();
+  rows.push({ name: 'pause', node: pr.pause, base: bareCheckpoint, baseName: 'runsc checkpoint' });
+  const restoreBase = bareRestore && { base: bareRestore, baseName: 'runsc restore → envd' };
+  rows.push({ name: 'resume', node: pr.resume, ...restoreBase });
+  const w = await pauseWindow();
+  rows.push({ name: 'pause: stored after the answer (window)', node: w.window });
+  rows.push({
+    name: 'pause?wait=stored',
+    node: w.waitStored,
+    base: bareCheckpoint,
+    baseName: 'runsc checkpoint',
+  });
+}
+
 async function snapshots(writer: boolean): Promise<{ api: number[]; held: number[]; idle: number }> {
   const sbx = await Sandbox.create(LONG);
   await startProbe(sbx, writer);
@@ -252,6 +303,23 @@ async function main(): Promise<void> {
     report();
     return;
   }
+  if (ONLY_PAUSE) {
+    const plain = await lab.measureCheckpointStop(template, ITER);
+    // Whether runsc's own options make the floor itself cheaper.
+    for (const flag of ['--direct', '--exclude-committed-zero-pages']) {
+      const ms = await lab.measureCheckpointStop(template, ITER, [flag]);
+      rows.push({
+        name: `bare runsc checkpoint ${flag}`,
+        node: ms,
+        base: plain,
+        baseName: 'runsc checkpoint',
+      });
+    }
+    await pauseRows(plain);
+    await stopNode();
+    report();
+    return;
+  }
   const bare = await lab.measure(template, ITER, FORK_REPS);
   const ck = await createKill();
   rows.push({
@@ -260,9 +328,7 @@ async function main(): Promise<void> {
     base: bare.restore,
     baseName: 'runsc restore → envd',
   });
-  const pr = await pauseResume();
-  rows.push({ name: 'pause', node: pr.pause, base: bare.checkpointStop, baseName: 'runsc checkpoint' });
-  rows.push({ name: 'resume', node: pr.resume, base: bare.restorePaused, baseName: 'runsc restore → envd' });
+  await pauseRows(bare.checkpointStop, bare.restorePaused);
   rows.push({ name: 'kill', node: ck.kill, base: bare.delete, baseName: 'runsc delete --force' });
   const quiet = await snapshots(false);
   rows.push({

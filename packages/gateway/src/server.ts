@@ -15,6 +15,7 @@ import { handleEventStream, handleNode, handleNodes, handleSandboxEvents } from 
 import { handleCreate } from './handlers/create.js';
 import { handleFork } from './handlers/fork.js';
 import { handleList } from './handlers/list.js';
+import { handlePause } from './handlers/pause.js';
 import { handleResume, handleSandboxCall, handleSnapshot } from './handlers/sandbox.js';
 import { handleTemplate, handleAnyNode } from './handlers/shared.js';
 import { handleTraffic, handleTrafficUpgrade } from './handlers/traffic.js';
@@ -56,6 +57,8 @@ async function control(ctx: GatewayContext, req: ClientRequest, res: ClientRespo
       return handleResume(ctx, req, res, route.sandboxId);
     case 'snapshot':
       return handleSnapshot(ctx, req, res, route.sandboxId);
+    case 'pause':
+      return handlePause(ctx, req, res, route.sandboxId);
     case 'sandbox':
       return handleSandboxCall(ctx, req, res, route.sandboxId);
     case 'template':

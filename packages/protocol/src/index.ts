@@ -4,3 +4,9 @@ export * from './gen/filesystem/filesystem_pb.js';
 /** The port envd listens on inside every sandbox (E2B's envd port; SDKs and proxies address it). */
 export const ENVD_PORT = 49983;
 export type { EnvdInit, EnvdMetrics } from './envd-http.js';
+
+/**
+ * On a node's answer to a pause: `true` once the pause is in the snapshot repository (any node
+ * sharing it can resume the sandbox), `false` while it is on that node's disk only.
+ */
+export const PAUSE_STORED_HEADER = 'x-aenv-pause-stored';

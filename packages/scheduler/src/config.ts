@@ -52,6 +52,7 @@ export function loadConfig(env: Env = process.env): SchedulerConfig {
       heartbeatIntervalMs: num(env, 'AENV_SCHEDULER_HEARTBEAT_INTERVAL_MS', d.heartbeatIntervalMs, 100),
       reservationTtlMs: num(env, 'AENV_SCHEDULER_RESERVATION_TTL_MS', d.reservationTtlMs, 100),
       bindingTtlMs: num(env, 'AENV_SCHEDULER_BINDING_TTL_MS', d.bindingTtlMs, 1000),
+      nodeGoneAfterMs: num(env, 'AENV_SCHEDULER_NODE_GONE_AFTER_MS', d.nodeGoneAfterMs, 1000),
       expectedNodes: expectedNodes(env.AENV_SCHEDULER_NODES ?? ''),
       policy,
     },

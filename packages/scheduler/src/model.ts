@@ -58,6 +58,8 @@ export interface RosterEntry {
   pauseId?: string;
   cpuCount: number;
   memoryMib: number;
+  /** Paused, with its newest pause on the node's disk only: nobody else can resume it yet. */
+  pauseLocalOnly?: true;
 }
 
 export interface NodeRecord {
@@ -88,6 +90,8 @@ export interface Binding {
   pauseId?: string;
   cpuCount: number;
   memoryMib: number;
+  /** As in RosterEntry. */
+  pauseLocalOnly?: true;
   source: 'assignment' | 'roster';
   updatedMs: number;
   /** Why the sandbox is lost, when it is. */

@@ -24,6 +24,12 @@ export interface SchedulerSettings {
   lostRetentionMs: number;
   /** How long a paused sandbox of a failed node stays bound to it (lookups say where it was). */
   pausedRetentionMs: number;
+  /**
+   * How long a silent node is waited for before it is gone for good: until then a sandbox it
+   * paused without storing the pause in the shared repository stays paused on it (it comes back
+   * when the node restarts); then such a sandbox is lost.
+   */
+  nodeGoneAfterMs: number;
   /** When not empty, only these nodes may join. */
   expectedNodes: ExpectedNode[];
   /** Resources assumed for a placement that names none (the node's template defaults). */
@@ -37,6 +43,7 @@ export const DEFAULT_SETTINGS: SchedulerSettings = Object.freeze({
   bindingTtlMs: 60_000,
   lostRetentionMs: 3600_000,
   pausedRetentionMs: 24 * 3600_000,
+  nodeGoneAfterMs: 3600_000,
   expectedNodes: [],
   defaultResources: { cpuCount: 2, memoryMib: 1024 },
   policy: DEFAULT_POLICY,

@@ -22,6 +22,57 @@ export async function lostError(ctx: GatewayContext, sandboxId: string, b: Bindi
   );
 }
 
+/** GET /sandboxes/{id}: the one call answered for a sandbox whose node cannot serve it. */
+const readsSandbox = (req: ClientRequest) =>
+  req.method === 'GET' && /^\/(v2\/)?sandboxes\/[a-z0-9]+(\?.*)?$/.test(req.url ?? '');
+
+/** Paused with its pause on its node's disk only: that node alone can resume it. */
+const pausedOnNode = (b: Binding) => b.state === 'paused' && b.pauseLocalOnly === true;
+
+/** Its node is not up to serve it (see pausedOnNode). */
+const nodeAway = (b: Binding) => b.node.status === 'unhealthy' || b.node.status === 'connecting';
+
+/** A retryable 503 for a sandbox whose pause only its node, away now, holds. */
+function awaitingNode(sandboxId: string, b: Binding): DomainError {
+  return new DomainError(
+    'unavailable',
+    `sandbox ${sandboxId} is paused and its pause is stored only on node ${b.node.nodeId} ` +
+      `(${b.node.status === 'ready' ? 'not answering' : b.node.status}), not yet in the shared ` +
+      'repository: it can be resumed once that node is back; retry later',
+    AWAY_RETRY_SECS,
+  );
+}
+
+/** Seconds a client waits before asking again for a sandbox whose node is away. */
+const AWAY_RETRY_SECS = 5;
+
+/**
+ * What a call on a sandbox paused on its node gets while that node cannot be reached: reading
+ * it says where its pause is; anything else is a retryable 503. Other failures are thrown as they
+ * are. Returns undefined when it answered.
+ */
+export function whileNodeAway(
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+  b: Binding,
+  err?: unknown,
+): undefined {
+  const unreachable = err === undefined || (err instanceof DomainError && err.kind === 'bad_gateway');
+  if (!pausedOnNode(b) || !unreachable) throw err;
+  if (readsSandbox(req)) {
+    sendJson(res, 200, {
+      sandboxID: sandboxId,
+      state: 'paused',
+      nodeID: b.node.nodeId,
+      pauseStored: false,
+      reason: awaitingNode(sandboxId, b).message,
+    });
+    return undefined;
+  }
+  throw awaitingNode(sandboxId, b);
+}
+
 export function relay(res: ClientResponse, a: NodeAnswer): void {
   res.writeHead(a.status, a.headers);
   res.end(a.body);
@@ -37,7 +88,7 @@ export async function handleSandboxCall(
   const b = await bindingOf(ctx, sandboxId);
   if (b.state === 'lost') {
     // Reading a lost sandbox says what became of it; anything else on it is gone.
-    if (req.method === 'GET' && /^\/(v2\/)?sandboxes\/[a-z0-9]+(\?.*)?$/.test(req.url ?? ''))
+    if (readsSandbox(req))
       return sendJson(res, 200, {
         sandboxID: sandboxId,
         state: 'lost',
@@ -46,7 +97,29 @@ export async function handleSandboxCall(
       });
     throw await lostError(ctx, sandboxId, b);
   }
-  await ctx.nodes.stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs });
+  if (pausedOnNode(b) && nodeAway(b)) return whileNodeAway(req, res, sandboxId, b);
+  await ctx.nodes
+    .stream(b.node, req, res, { tls: ctx.tls, headerTimeoutMs: ctx.startTimeoutMs })
+    .catch((err: unknown) => whileNodeAway(req, res, sandboxId, b, err));
+}
+
+/**
+ * A call on the sandbox's node answered in full, so the gateway can act on the answer before the
+ * client hears it; undefined when the gateway answered itself (see whileNodeAway).
+ */
+export async function callOnItsNode(
+  ctx: GatewayContext,
+  req: ClientRequest,
+  res: ClientResponse,
+  sandboxId: string,
+): Promise<{ b: Binding; answer: NodeAnswer } | undefined> {
+  const b = await bindingOf(ctx, sandboxId);
+  if (b.state === 'lost') throw await lostError(ctx, sandboxId, b);
+  const body = await readBody(req);
+  const answer = await callNode(ctx, b.node, req, { body, timeoutMs: ctx.startTimeoutMs }).catch(
+    (err: unknown) => whileNodeAway(req, res, sandboxId, b, err),
+  );
+  return answer && { b, answer };
 }
 
 /**
@@ -60,10 +133,9 @@ export async function handleSnapshot(
   res: ClientResponse,
   sandboxId: string,
 ): Promise<void> {
-  const b = await bindingOf(ctx, sandboxId);
-  if (b.state === 'lost') throw await lostError(ctx, sandboxId, b);
-  const body = await readBody(req);
-  const answer = await callNode(ctx, b.node, req, { body, timeoutMs: ctx.startTimeoutMs });
+  const called = await callOnItsNode(ctx, req, res, sandboxId);
+  if (!called) return;
+  const { b, answer } = called;
   if (answer.status >= 200 && answer.status < 300) {
     const snap = answerJson<{ snapshotID?: unknown; names?: unknown }>(b.node, answer);
     if (typeof snap.snapshotID === 'string') {
@@ -96,6 +168,12 @@ export async function handleResume(
   const b = await ask(() => ctx.scheduler.lookupNode(sandboxId));
   if (b?.state === 'lost') throw await lostError(ctx, sandboxId, b);
   const send = (node: NodeRef) => callNode(ctx, node, req, { body, timeoutMs: ctx.startTimeoutMs });
+  // No other node can resume it (it would find an older pause, or none): its node or nothing.
+  if (b && pausedOnNode(b)) {
+    if (nodeAway(b)) throw awaitingNode(sandboxId, b);
+    const answer = await send(b.node).catch((err: unknown) => whileNodeAway(req, res, sandboxId, b, err));
+    return answer && relay(res, answer);
+  }
   const exclude: string[] = [];
   // Why the sandbox's own node did not do it, answered if no other node can either.
   let own: DomainError | undefined;

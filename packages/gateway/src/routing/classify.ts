@@ -16,6 +16,8 @@ export type ControlRoute =
   | { kind: 'fork'; sandboxId: string }
   /** Connect or resume: a paused sandbox may move to another node. */
   | { kind: 'resume'; sandboxId: string }
+  /** A pause: routed to its node, and recorded with the scheduler before the client hears of it. */
+  | { kind: 'pause'; sandboxId: string }
   /** A snapshot of a sandbox: routed to its node, which then holds the capture in its cache. */
   | { kind: 'snapshot'; sandboxId: string }
   /** Any other call on one sandbox: routed to its node. */
@@ -37,6 +39,7 @@ export const ROUTE_ACCESS: Record<ControlRoute['kind'], 'public' | 'key'> = {
   list: 'key',
   fork: 'key',
   resume: 'key',
+  pause: 'key',
   snapshot: 'key',
   sandbox: 'key',
   template: 'key',
@@ -79,6 +82,7 @@ export function classify(method: string, url: string): ControlRoute {
       return { kind: 'resume', sandboxId };
     if (method === 'GET' && rest === '/events' && !sb[1]) return { kind: 'sandbox-events', sandboxId };
     if (method === 'POST' && rest === '/snapshots' && !sb[1]) return { kind: 'snapshot', sandboxId };
+    if (method === 'POST' && rest === '/pause' && !sb[1]) return { kind: 'pause', sandboxId };
     return { kind: 'sandbox', sandboxId };
   }
   if (method === 'POST' && ['/v3/templates', '/v2/templates', '/templates'].includes(path))

@@ -159,6 +159,7 @@ export class ConnectScheduler implements Scheduler {
         node: { nodeId: r.node.nodeId, url: r.node.advertiseUrl, status: STATUS[r.nodeStatus] },
         state: r.sandbox ? stateName(r.sandbox.state) : 'unspecified',
         ...(r.sandbox?.pauseId ? { pauseId: r.sandbox.pauseId } : {}),
+        ...(r.sandbox?.pauseLocalOnly ? { pauseLocalOnly: true } : {}),
       };
     } catch (err) {
       if (notFound(err)) return undefined;
@@ -177,6 +178,10 @@ export class ConnectScheduler implements Scheduler {
 
   async releaseReservation(reservationId: string): Promise<void> {
     await this.call('ReleaseReservation', (o) => this.client.releaseReservation({ reservationId }, o));
+  }
+
+  async recordPause(sandboxId: string, nodeId: string, stored: boolean): Promise<void> {
+    await this.call('RecordPause', (o) => this.client.recordPause({ sandboxId, nodeId, stored }, o));
   }
 
   async recordSnapshot(nodeId: string, snapshotId: string, names: readonly string[]): Promise<void> {

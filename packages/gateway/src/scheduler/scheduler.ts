@@ -42,6 +42,8 @@ export interface Binding {
   state: string;
   /** The newest pause in the shared repository, while paused. */
   pauseId?: string;
+  /** Paused, with its newest pause on its node's disk only: no other node can resume it yet. */
+  pauseLocalOnly?: boolean;
 }
 
 /** One lifecycle event of a sandbox, as the scheduler records and streams them. */
@@ -77,6 +79,8 @@ export interface Scheduler {
   lookupNode(sandboxId: string): Promise<Binding | undefined>;
   recordAssignment(sandboxId: string, nodeId: string, reservationId?: string): Promise<void>;
   releaseReservation(reservationId: string): Promise<void>;
+  /** A pause `nodeId` answered; `stored` when the shared repository holds it already. */
+  recordPause(sandboxId: string, nodeId: string, stored: boolean): Promise<void>;
   /** A snapshot now in `nodeId`'s runtime cache, so creates from it are placed there at once. */
   recordSnapshot(nodeId: string, snapshotId: string, names: readonly string[]): Promise<void>;
   /** Every known node, for fan-out and GET /nodes, each as the scheduler reports it (JSON). */

@@ -9,16 +9,18 @@ import {
 } from '@agentenv/test-support/cluster';
 import { useGateway } from './sdk-env.js';
 
-/** A pause answers before its upload: once this resolves, the shared repository holds it. */
-async function pauseStored(sandboxId: string): Promise<void> {
+/** Whether the shared repository holds a pause of the sandbox. */
+async function inRepository(sandboxId: string): Promise<boolean> {
   const repo = createRepository({ backend: 'posix_fs', path: SNAPSHOT_STORE });
   await repo.open();
+  return (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records.length > 0;
+}
+
+/** A pause answers before its upload: once this resolves, the shared repository holds it. */
+async function pauseStored(sandboxId: string): Promise<void> {
   await eventually(
     async () =>
-      expect(
-        (await repo.listRecords({ labels: { sandboxId, kind: 'pause' } }, { limit: 1 })).records,
-        `the pause of ${sandboxId} in the shared repository`,
-      ).not.toEqual([]),
+      expect(await inRepository(sandboxId), `the pause of ${sandboxId} in the shared repository`).toBe(true),
     { timeoutMs: 60_000, intervalMs: 250 },
   );
 }
@@ -127,6 +129,60 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     console.log(`Redis store: routable ${Date.now() - t0} ms after the scheduler answered again`);
     expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');
     await sbx.kill();
+  });
+
+  it('a node SIGKILLed right after a pause answered loses nothing: 503 until it is back, then it resumes anywhere', async () => {
+    const sbx = await Sandbox.create({ timeoutMs: 600_000 });
+    await sbx.files.write('/home/user/keep.txt', 'kept through a crash');
+    await sbx.commands.run('sleep 3600', { background: true });
+    const pid = (await sbx.commands.run('pgrep -x sleep')).stdout.trim();
+    const y = (await c.placementOf()).get(sbx.sandboxId)!;
+    await sbx.pause();
+    await c.stopNode(y, 'SIGKILL');
+
+    // The upload (chunking, hashing, writing a memory image) takes far longer than a SIGKILL;
+    // should it have won, the sandbox is simply resumable elsewhere already.
+    const raced = await inRepository(sbx.sandboxId);
+    console.log(`pause ${raced ? 'already stored' : 'not yet stored'} when its node was SIGKILLed`);
+    if (!raced) {
+      const connect = await c.api('POST', `/sandboxes/${sbx.sandboxId}/connect`, {});
+      expect(connect.status).toBe(503);
+      expect(Number(connect.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(connect.json.message).toContain(`stored only on node ${TestCluster.nodeId(y)}`);
+      const info = await c.api('GET', `/sandboxes/${sbx.sandboxId}`);
+      expect(info.json).toMatchObject({ state: 'paused', pauseStored: false });
+      // Still so once the scheduler judged the node unhealthy.
+      await eventually(
+        async () =>
+          expect((await c.api('GET', `/nodes/${TestCluster.nodeId(y)}`)).json.status, `node ${y}`).toBe('unhealthy'),
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
+      expect((await c.api('POST', `/sandboxes/${sbx.sandboxId}/connect`, {})).status).toBe(503);
+    }
+
+    // Back: the node finishes the upload, and says so in its heartbeats.
+    await c.startNode(y);
+    await eventually(
+      async () =>
+        expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).json.pauseStored, 'pause stored').toBe(true),
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const storedAt = Date.now();
+    await eventually(
+      async () =>
+        expect(
+          Date.parse(String((await c.api('GET', `/nodes/${TestCluster.nodeId(y)}`)).json.lastHeartbeat)),
+          `a heartbeat of node ${y} after the pause was stored`,
+        ).toBeGreaterThan(storedAt + 2_000),
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
+    // Anywhere: its node is gone again, another one resumes it from the shared repository.
+    await c.stopNode(y, 'SIGKILL');
+    const resumed = await Sandbox.connect(sbx.sandboxId);
+    expect((await c.placementOf()).get(sbx.sandboxId)).not.toBe(y);
+    expect(await resumed.files.read('/home/user/keep.txt')).toBe('kept through a crash');
+    expect((await resumed.commands.run('pgrep -x sleep')).stdout.trim()).toBe(pid);
+    await resumed.kill();
   });
 });
 

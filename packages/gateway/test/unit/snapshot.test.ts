@@ -1,10 +1,9 @@
 import { Readable } from 'node:stream';
-import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { GatewayContext } from '../../src/context.js';
 import { handleSnapshot } from '../../src/handlers/sandbox.js';
 import type { Scheduler } from '../../src/scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse, NodeAnswer, NodeHttp } from '../../src/upstream/node-http.js';
+import { fakeContext } from './fake-context.js';
 
 /** A gateway whose sandbox lives on node a, and a log of what the scheduler and client heard. */
 function gateway(nodeAnswer: NodeAnswer, recordFails = false) {
@@ -24,14 +23,7 @@ function gateway(nodeAnswer: NodeAnswer, recordFails = false) {
       return nodeAnswer;
     },
   };
-  const ctx = {
-    scheduler: scheduler as Scheduler,
-    nodes: nodes as NodeHttp,
-    logger: pino({ level: 'silent' }),
-    tls: false,
-    controlTimeoutMs: 1000,
-    startTimeoutMs: 1000,
-  } as GatewayContext;
+  const ctx = fakeContext(scheduler, nodes);
   const req = Object.assign(Readable.from([Buffer.from('{"name":"mine"}')]), {
     method: 'POST',
     url: '/sandboxes/s1/snapshots',

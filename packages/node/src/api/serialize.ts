@@ -1,4 +1,4 @@
-import { visibleState, type SandboxRecord } from '../orchestrator/index.js';
+import { pauseStored, visibleState, type SandboxRecord } from '../orchestrator/index.js';
 
 /** The E2B `Sandbox` object returned by create and connect. */
 export function sandboxBody(rec: SandboxRecord, domain: string | undefined) {
@@ -47,5 +47,7 @@ export function detailBody(rec: SandboxRecord, domain: string | undefined) {
     },
     lifecycle: { onTimeout: rec.autoPause ? 'pause' : 'kill', autoResume: rec.autoResume },
     volumeMounts: rec.volumeMounts ?? [],
+    // While paused: whether another node could resume it (false: on this node's disk only).
+    ...(visibleState(rec.state) === 'paused' ? { pauseStored: pauseStored(rec) } : {}),
   };
 }

@@ -1,5 +1,6 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { NodeStatus, SandboxState, type HeartbeatRequestSchema } from '@agentenv/protocol/scheduler';
+import { pauseStored } from '../orchestrator/index.js';
 
 /** What a heartbeat needs of a sandbox record. */
 export interface RosterSource {
@@ -7,6 +8,8 @@ export interface RosterSource {
   state: string;
   templateId: string;
   pauseId?: string;
+  /** Paused with the newest pause on this node's disk only (see `pauseStored`). */
+  uploadPending?: boolean;
   cpuCount: number;
   memoryMB: number;
 }
@@ -90,6 +93,7 @@ export function heartbeatRequest(r: ReportInput): MessageInitShape<typeof Heartb
       pauseId: s.pauseId ?? '',
       cpuCount: s.cpuCount,
       memoryMib: s.memoryMB,
+      pauseLocalOnly: s.state === 'paused' && !pauseStored(s),
     })),
     cacheKeys: r.cacheKeys,
     ...(r.p2p && {

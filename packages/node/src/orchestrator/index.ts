@@ -8,6 +8,7 @@ export { SandboxWarmPool, type PooledSandbox, type WarmPoolOptions } from './war
 export { isTransient, visibleState, SANDBOX_STATES, type SandboxState, type Operation } from './states.js';
 export {
   filesSince,
+  pauseStored,
   readSandboxRecord,
   SandboxRecordError,
   SANDBOX_RECORD_VERSION,

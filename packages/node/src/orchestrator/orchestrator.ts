@@ -207,10 +207,18 @@ export class Orchestrator {
     return this.creator.create(input);
   }
 
-  /** `filesystem` keeps the writable layer only: the resume cold-boots. */
-  async pause(id: string, reason: LifecycleReason = 'request', kind: PauseKind = 'memory'): Promise<void> {
+  /**
+   * `filesystem` keeps the writable layer only: the resume cold-boots. `untilStored` answers once
+   * the pause is in the snapshot repository (or storing it failed), not once it is on this disk.
+   */
+  async pause(
+    id: string,
+    reason: LifecycleReason = 'request',
+    kind: PauseKind = 'memory',
+    untilStored = false,
+  ): Promise<void> {
     await this.idle.wake(id, reason === 'request');
-    return this.pauser.pause(id, reason, kind);
+    return this.pauser.pause(id, reason, kind, untilStored);
   }
 
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */

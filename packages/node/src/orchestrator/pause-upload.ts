@@ -19,15 +19,15 @@ export class PauseUploads {
     this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
   }
 
-  /** Starts the upload of a sandbox's pending pause in the background. */
-  start(sandboxId: string): void {
-    void this.core.background.run('pause-upload', sandboxId, () => this.upload(sandboxId));
+  /** Starts the upload of a sandbox's pending pause in the background; resolves once it ended. */
+  start(sandboxId: string): Promise<void> {
+    return this.core.background.run('pause-upload', sandboxId, () => this.upload(sandboxId));
   }
 
   /** After a restart: restarts every upload that the previous process did not finish. */
   restartPending(): number {
     const pending = this.core.d.store.all().filter(isPending);
-    for (const rec of pending) this.start(rec.sandboxId);
+    for (const rec of pending) void this.start(rec.sandboxId);
     return pending.length;
   }
 

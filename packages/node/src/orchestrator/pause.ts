@@ -7,9 +7,10 @@ import type { PauseKind, SandboxRecord } from './record.js';
 
 /**
  * Pause: checkpoint a running sandbox to this node's disk (or, filesystem only, capture its
- * writable layer) and release its CPU, memory and network slot, then answer. Storing the capture
- * in the shared repository (any node can resume it) and this node's cache runs afterwards in the
- * background (PauseUploads).
+ * writable layer) and release its CPU and memory, then answer; its network slot is torn down
+ * after the answer. Storing the capture in the shared repository (any node can resume it) and
+ * this node's cache runs afterwards in the background (PauseUploads), unless the caller waits for
+ * it (`untilStored`).
  */
 export class Pauser {
   constructor(
@@ -17,12 +18,18 @@ export class Pauser {
     private readonly uploads: PauseUploads,
   ) {}
 
-  async pause(id: string, reason: LifecycleReason, kind: PauseKind = 'memory'): Promise<void> {
+  async pause(
+    id: string,
+    reason: LifecycleReason,
+    kind: PauseKind = 'memory',
+    untilStored = false,
+  ): Promise<void> {
     const refusal = kind === 'filesystem' && coldStartRefusal(this.core.get(id), 'pause without its memory');
     if (refusal) throw refusal;
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
-    this.uploads.start(id);
+    const upload = this.uploads.start(id);
+    if (untilStored) await upload;
   }
 
   private async pauseWork(
@@ -51,7 +58,10 @@ export class Pauser {
       throw err;
     }
     this.core.live.delete(rec.sandboxId);
-    await this.core.releaseSlot(live.slot, rec.sandboxId);
+    // Given back after the answer, as a kill does: tearing the namespace down is not the pause's.
+    void this.core.background.run('pause-release', rec.sandboxId, () =>
+      this.core.releaseSlot(live.slot, rec.sandboxId),
+    );
     this.core.logs.add(
       rec.sandboxId,
       kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',

@@ -73,6 +73,14 @@ export interface SandboxRecord {
 export const filesSince = (rec: Pick<SandboxRecord, 'filesSince' | 'startedAt'>): string =>
   rec.filesSince ?? rec.startedAt;
 
+/**
+ * Paused, with its newest pause in the snapshot repository: any node sharing it can resume the
+ * sandbox, and losing this node loses nothing. False while the upload is under way (or after it
+ * failed): the capture is on this node's disk only.
+ */
+export const pauseStored = (rec: { state: string; uploadPending?: boolean; pauseId?: string }): boolean =>
+  rec.state === 'paused' && rec.uploadPending !== true && rec.pauseId !== undefined;
+
 /** What a pause keeps: memory and filesystem (restored as it was), or the filesystem only. */
 export type PauseKind = 'memory' | 'filesystem';
 

@@ -76,6 +76,21 @@ describe('API routes over the orchestrator', () => {
     expect((await call('POST', `/sandboxes/${id}/resume`, {})).status).toBe(409);
   });
 
+  it('a pause asked to wait until stored answers stored, and GET says so', async () => {
+    const { call } = fake;
+    const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;
+    expect((await call('GET', `/sandboxes/${id}`)).json.pauseStored).toBeUndefined();
+    expect(await call('POST', `/sandboxes/${id}/pause?wait=soon`)).toMatchObject({ status: 400 });
+    const paused = await call('POST', `/sandboxes/${id}/pause?wait=stored`);
+    expect(paused.status).toBe(204);
+    expect(paused.headers['x-aenv-pause-stored']).toBe('true');
+    expect((await call('GET', `/sandboxes/${id}`)).json).toMatchObject({
+      state: 'paused',
+      pauseStored: true,
+    });
+    expect((await call('DELETE', `/sandboxes/${id}`)).status).toBe(204);
+  });
+
   it('forks, with a failed child as an error body from the one mapping', async () => {
     const { call, node } = fake;
     const id = (await call('POST', '/sandboxes', {})).json.sandboxID as string;

@@ -30,6 +30,7 @@ describe('heartbeat report', () => {
         rec('b', 'creating'),
         rec('c', 'paused', { pauseId: 'p' }),
         rec('d', 'resuming'),
+        rec('e', 'paused', { pauseId: 'p0', uploadPending: true }),
       ],
       host: { cpuCount: 4, memoryTotalMib: 8000, memoryAvailableMib: 6000, loadAvg1m: 0.5 },
       limits: { maxSandboxes: 50, maxConcurrentStarts: 8 },
@@ -43,7 +44,7 @@ describe('heartbeat report', () => {
       memoryFreeMib: 6000,
       startsInFlight: 2,
       runningCount: 1,
-      pausedCount: 1,
+      pausedCount: 2,
       cpuLoad1m: 0.5,
     });
     expect(hb.capacity).toEqual({
@@ -52,11 +53,13 @@ describe('heartbeat report', () => {
       maxSandboxes: 50,
       maxConcurrentStarts: 8,
     });
-    expect(hb.sandboxes?.map((s) => [s.sandboxId, s.state, s.pauseId])).toEqual([
-      ['a', SandboxState.RUNNING, ''],
-      ['b', SandboxState.CREATING, ''],
-      ['c', SandboxState.PAUSED, 'p'],
-      ['d', SandboxState.RESUMING, ''],
+    // A pause only this node holds says so: nobody else may resume the sandbox from p0.
+    expect(hb.sandboxes?.map((s) => [s.sandboxId, s.state, s.pauseId, s.pauseLocalOnly])).toEqual([
+      ['a', SandboxState.RUNNING, '', false],
+      ['b', SandboxState.CREATING, '', false],
+      ['c', SandboxState.PAUSED, 'p', false],
+      ['d', SandboxState.RESUMING, '', false],
+      ['e', SandboxState.PAUSED, 'p0', true],
     ]);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeNode, FakePauses } from '@agentenv/test-support/fakes';
+import { pauseStored } from '../../src/orchestrator/index.js';
 
 /** A node with one running sandbox holding `mem: 1`, and the next repository save held. */
 async function pausingWithUploadHeld() {
@@ -130,5 +131,33 @@ describe('orchestrator: a crash during the pause upload', () => {
     expect(node.captures.complete(rec.captureDir!)).toBe(true);
     await node.orchestrator.connect(id, 60);
     expect(node.driver.state(node.orchestrator.get(id).handle!.id)).toMatchObject({ mem: '1' });
+  });
+
+  it('says whether the pause is stored: not while it uploads, nor after a failed upload', async () => {
+    const { node, id, orch, save } = await pausingWithUploadHeld();
+    expect(pauseStored(orch.get(id))).toBe(false);
+    save.release();
+    await orch.backgroundIdle(id);
+    expect(pauseStored(orch.get(id))).toBe(true);
+    await orch.connect(id, 60);
+    expect(pauseStored(orch.get(id))).toBe(false);
+    node.storage.faults.failNext('save');
+    await orch.pause(id);
+    await orch.backgroundIdle(id);
+    expect(orch.get(id).state).toBe('paused');
+    expect(pauseStored(orch.get(id))).toBe(false);
+  });
+
+  it('a pause asked to wait until stored answers once the repository holds it', async () => {
+    const { node, id, orch } = await FakeNode.withRunning({}, {}, { mem: '1' });
+    const save = node.storage.faults.hold('save');
+    let answered = false;
+    const pausing = orch.pause(id, 'request', 'memory', true).then(() => (answered = true));
+    await save.reached;
+    expect(orch.get(id).state).toBe('paused');
+    expect(answered).toBe(false);
+    save.release();
+    await pausing;
+    expect(pauseStored(orch.get(id))).toBe(true);
   });
 });

@@ -35,6 +35,17 @@ export function nodeFailureReason(node: NodeRecord, now: number): string {
   return `node failure: node ${node.nodeId} stopped heartbeating (last heartbeat ${age})`;
 }
 
+/**
+ * The reason recorded on a sandbox whose pause its node had not stored in the shared repository
+ * when the node went silent, once the node is deemed gone for good.
+ */
+export function unstoredPauseReason(node: NodeRecord, now: number): string {
+  return (
+    `${nodeFailureReason(node, now)} before its pause was stored in the shared repository; ` +
+    'the pause was only on that node, now deemed gone for good'
+  );
+}
+
 /** How far back stalls are remembered: far longer than any silence a live node shows. */
 const STALL_MEMORY_INTERVALS = 30;
 

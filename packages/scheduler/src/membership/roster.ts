@@ -24,7 +24,8 @@ const atRest = (b: Binding) => b.state === 'paused' || b.state === 'lost';
  * roster's sandboxes and for those bound to the node. The roster is the source of truth for the
  * node's own sandboxes, with one exception: a paused entry does not take a sandbox back from
  * another node that runs it (the sandbox was resumed there and this node has not noticed yet),
- * and sandboxes reported lost stay so until their binding expires.
+ * and sandboxes reported lost stay so until their binding expires; and a pause the gateway just
+ * recorded is not undone by a roster that may predate it.
  */
 export function reconcileRoster(
   nodeId: string,
@@ -38,6 +39,7 @@ export function reconcileRoster(
     listed.add(e.sandboxId);
     const b = current.get(e.sandboxId);
     if (b && b.nodeId !== nodeId && !atRest(b) && e.state === 'paused') continue;
+    if (b && recordedPause(b, nodeId, t) && e.state !== 'paused') continue;
     const next: Binding = {
       sandboxId: e.sandboxId,
       nodeId,
@@ -46,6 +48,7 @@ export function reconcileRoster(
       ...(e.pauseId ? { pauseId: e.pauseId } : {}),
       cpuCount: e.cpuCount,
       memoryMib: e.memoryMib,
+      ...(e.pauseLocalOnly ? { pauseLocalOnly: true as const } : {}),
       source: 'roster',
       updatedMs: t.now,
     };
@@ -62,6 +65,20 @@ export function reconcileRoster(
   return { put, remove };
 }
 
+/**
+ * A pause the gateway recorded (RecordPause) outlives a roster that still shows the sandbox
+ * running or pausing for as long as an assignment does: that heartbeat may have been built before
+ * the pause ended.
+ */
+function recordedPause(b: Binding, nodeId: string, t: RosterTiming): boolean {
+  return (
+    b.source === 'assignment' &&
+    b.state === 'paused' &&
+    b.nodeId === nodeId &&
+    t.now - b.updatedMs < t.assignmentGraceMs
+  );
+}
+
 function changed(a: Binding, b: Binding): boolean {
   return (
     a.nodeId !== b.nodeId ||
@@ -70,6 +87,7 @@ function changed(a: Binding, b: Binding): boolean {
     a.templateId !== b.templateId ||
     a.source !== b.source ||
     a.cpuCount !== b.cpuCount ||
-    a.memoryMib !== b.memoryMib
+    a.memoryMib !== b.memoryMib ||
+    a.pauseLocalOnly !== b.pauseLocalOnly
   );
 }

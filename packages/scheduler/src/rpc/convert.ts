@@ -104,6 +104,7 @@ function rosterIn(s: pb.SandboxSummary): m.RosterEntry {
     ...(s.pauseId ? { pauseId: s.pauseId } : {}),
     cpuCount: s.cpuCount,
     memoryMib: s.memoryMib,
+    ...(s.pauseLocalOnly ? { pauseLocalOnly: true as const } : {}),
   };
 }
 
@@ -163,6 +164,7 @@ function summaryOut(s: m.RosterEntry): pb.SandboxSummary {
     pauseId: s.pauseId ?? '',
     cpuCount: s.cpuCount,
     memoryMib: s.memoryMib,
+    pauseLocalOnly: s.pauseLocalOnly === true,
   });
 }
 

@@ -62,6 +62,11 @@ export function schedulerService(d: ServiceDeps): ServiceImpl<typeof pb.Schedule
       return create(pb.RecordAssignmentResponseSchema);
     }),
 
+    recordPause: mapped(async (req) => {
+      await d.placements.recordPause({ nodeId: req.nodeId, sandboxId: req.sandboxId, stored: req.stored });
+      return create(pb.RecordPauseResponseSchema);
+    }),
+
     releaseReservation: mapped(async (req) => {
       await d.placements.release(req.reservationId);
       return create(pb.ReleaseReservationResponseSchema);

@@ -39,6 +39,13 @@ export interface AssignmentInput {
   resources?: Resources;
 }
 
+export interface PauseInput {
+  nodeId: string;
+  sandboxId: string;
+  /** In the shared repository already. */
+  stored: boolean;
+}
+
 export interface Located {
   nodeId: string;
   advertiseUrl: string;
@@ -227,6 +234,29 @@ export class Reservations {
       a.nodeId,
       bindings.map((b) => b.sandboxId),
     );
+  }
+
+  /**
+   * A pause a node answered: the sandbox is paused on it from now on, before the node's roster
+   * says so (see reconcileRoster). A sandbox the scheduler does not know is bound to the node.
+   */
+  async recordPause(p: PauseInput): Promise<void> {
+    if (!p.sandboxId || p.sandboxId.length > 256) throw invalid('invalid sandbox_id: empty or too long');
+    if (!(await this.store.getNode(p.nodeId))) throw notFound(`node ${p.nodeId} is not registered`);
+    const b = (await this.store.getBindings([p.sandboxId])).get(p.sandboxId);
+    const { pauseLocalOnly: _l, lostReason: _r, ...rest }: Partial<Binding> = b ?? {};
+    const binding: Binding = {
+      templateId: '',
+      ...this.settings.defaultResources,
+      ...rest,
+      sandboxId: p.sandboxId,
+      nodeId: p.nodeId,
+      state: 'paused',
+      ...(p.stored ? {} : { pauseLocalOnly: true as const }),
+      source: 'assignment',
+      updatedMs: this.clock.now(),
+    };
+    await this.store.putBindings([binding], this.settings.bindingTtlMs);
   }
 
   /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */

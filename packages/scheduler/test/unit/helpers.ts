@@ -1,5 +1,9 @@
 import type { Clock } from '../../src/clock.js';
-import type { HeartbeatInput } from '../../src/membership/membership.js';
+import { EventLog } from '../../src/events.js';
+import { FailureDetector } from '../../src/membership/failures.js';
+import { Membership, type HeartbeatInput } from '../../src/membership/membership.js';
+import { Reservations } from '../../src/schedule/reservations.js';
+import { MemoryStore } from '../../src/store/memory-store.js';
 import type { NodeRecord, RosterEntry } from '../../src/model.js';
 import type { PlacementPolicy } from '../../src/schedule/scoring/policy.js';
 import { DEFAULT_SETTINGS, type SchedulerSettings } from '../../src/settings.js';
@@ -79,4 +83,15 @@ export const running = (sandboxId: string, over: Partial<RosterEntry> = {}): Ros
 export function sequence(values: number[]): () => number {
   let i = 0;
   return () => values[i++ % values.length]!;
+}
+
+/** A scheduler's parts over one memory store and a manual clock. */
+export function schedulerParts(s = settings()) {
+  const clock = new ManualClock();
+  const store = new MemoryStore(clock);
+  const membership = new Membership(store, clock, s);
+  const events = new EventLog(store, clock);
+  const failures = new FailureDetector(store, clock, s, membership, events);
+  const placements = new Reservations(store, clock, s, membership);
+  return { clock, store, membership, events, failures, placements };
 }

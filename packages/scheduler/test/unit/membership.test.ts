@@ -1,21 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../../src/events.js';
-import { FailureDetector } from '../../src/membership/failures.js';
 import { nodeStatus, Watch } from '../../src/membership/health.js';
-import { Membership } from '../../src/membership/membership.js';
-import { Reservations } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
-import { heartbeat, ManualClock, nodeRecord, running, settings } from './helpers.js';
+import { heartbeat, ManualClock, nodeRecord, running, schedulerParts, settings } from './helpers.js';
 
-function setup(s = settings()) {
-  const clock = new ManualClock();
-  const store = new MemoryStore(clock);
-  const membership = new Membership(store, clock, s);
-  const events = new EventLog(store, clock);
-  const failures = new FailureDetector(store, clock, s, membership, events);
-  const placements = new Reservations(store, clock, s, membership);
-  return { clock, store, membership, events, failures, placements };
-}
+const setup = schedulerParts;
 
 describe('node health', () => {
   it('is unhealthy after three missed intervals, not before', () => {

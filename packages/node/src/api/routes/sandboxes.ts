@@ -1,11 +1,19 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DEFAULT_TEMPLATE, DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
-import { bucketSamples, metricBody, metricsRange, type MetricsHistory } from '../../metrics/index.js';
+import { PAUSE_STORED_HEADER } from '@agentenv/protocol';
+import {
+  bucketSamples,
+  metricBody,
+  metricsRange,
+  type MetricsHistory,
+  type UsageSample,
+} from '../../metrics/index.js';
 import { validateEgressRules as validateEgress } from '../../network/index.js';
 import { DEFAULT_RESOURCES } from '../../runtime/index.js';
 import {
   logLine,
+  pauseStored,
   queryLogs,
   visibleState,
   type CreateSandboxInput,
@@ -26,6 +34,7 @@ import {
   NetworkUpdateBody,
   OptionalTimeoutBody,
   PauseBody,
+  PauseQuery,
   RefreshBody,
   SandboxParams,
   TimeoutBody,
@@ -170,13 +179,19 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
 
   app.post(
     '/sandboxes/:sandboxID/pause',
-    { schema: { params: SandboxParams, body: PauseBody } },
+    { schema: { params: SandboxParams, body: PauseBody, querystring: PauseQuery } },
     async (req, reply) => {
       const rec = orch.get(req.params.sandboxID);
       if (rec.state === 'paused')
         throw new DomainError('conflict', `sandbox ${rec.sandboxId} is already paused`);
-      await orch.pause(rec.sandboxId, 'request', req.body?.memory === false ? 'filesystem' : 'memory');
-      return reply.status(204).send();
+      const kind = req.body?.memory === false ? 'filesystem' : 'memory';
+      await orch.pause(rec.sandboxId, 'request', kind, req.query.wait === 'stored');
+      const after = orch.find(rec.sandboxId);
+      // The gateway records the pause by it: a pause not stored yet waits for this node.
+      return reply
+        .status(204)
+        .header(PAUSE_STORED_HEADER, String(after !== undefined && pauseStored(after)))
+        .send();
     },
   );
 

@@ -319,7 +319,7 @@ export class GvisorDriver implements RuntimeDriver {
         retries: this.opts.checkpointRetries,
         runsc: (args) => this.runsc(s.bundle.flags, args),
       });
-      if (!opts.leaveRunning) await this.releaseLive(s, null);
+      if (!opts.leaveRunning) await this.releaseLive(s, null, true);
       else if (wasFrozen) await this.setState(s, 'frozen');
       return capture;
     } catch (e) {
@@ -454,13 +454,16 @@ export class GvisorDriver implements RuntimeDriver {
     if (r.code !== 0) throw new RuntimeOperationError(describeFailure(what, r), r.stderr);
   }
 
-  /** Stops the sandbox now and reclaims the rest in the background; a crash is reported after. */
-  private async releaseLive(s: Live, crashReason: string | null): Promise<void> {
+  /**
+   * Stops the sandbox now and reclaims the rest in the background; a crash is reported after.
+   * `exiting`: a checkpoint stopped it already, and its processes are left to exit in the background.
+   */
+  private async releaseLive(s: Live, crashReason: string | null, exiting = false): Promise<void> {
     if (s.releasing) return;
     s.releasing = true;
     this.live.delete(s.handle.id);
     this.placer?.release(s.cpus);
-    await this.reclaimer.stopThenReclaim(s.handle.id, s.bundle, s.pid, s.handle.resources);
+    await this.reclaimer.stopThenReclaim(s.handle.id, s.bundle, s.pid, s.handle.resources, exiting);
     if (crashReason) for (const l of this.listeners) l({ id: s.handle.id, reason: crashReason });
   }
 

@@ -45,18 +45,23 @@ export class Reclaimer {
 
   /**
    * Stops the sandbox's processes now, then reclaims the rest in the background; `released(id)`
-   * tells when that is done. Resolves once no process of it runs.
+   * tells when that is done. Resolves once no process of it runs, or at once when `exiting` (a
+   * checkpoint stopped the sandbox: its processes only exit, and waiting for that is the
+   * background's).
    */
   async stopThenReclaim(
     id: string,
     target: ReleaseTarget | null,
     pid: number | null,
     resources: Resources | null,
+    exiting = false,
   ): Promise<void> {
     if (this.pending.has(id)) return;
-    await this.stop(target?.cgroupsPath ?? this.layout.cgroupsPath(id), pid);
+    const stop = () => this.stop(target?.cgroupsPath ?? this.layout.cgroupsPath(id), pid);
+    if (!exiting) await stop();
     const info: ReleasingSandbox = { id, resources, since: Date.now() };
-    const done = this.release(id, target)
+    const done = (exiting ? stop() : Promise.resolve())
+      .then(() => this.release(id, target))
       .catch(() => undefined)
       .finally(() => this.pending.delete(id));
     this.pending.set(id, { info, done });

@@ -23,7 +23,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file scheduler/v1/scheduler.proto.
  */
 export const file_scheduler_v1_scheduler: GenFile = /*@__PURE__*/
-  fileDesc("ChxzY2hlZHVsZXIvdjEvc2NoZWR1bGVyLnByb3RvEgxzY2hlZHVsZXIudjEiMgoJUmVzb3VyY2VzEhEKCWNwdV9jb3VudBgBIAEoDRISCgptZW1vcnlfbWliGAIgASgNIjEKB05vZGVSZWYSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZHZlcnRpc2VfdXJsGAIgASgJInEKDE5vZGVDYXBhY2l0eRIRCgljcHVfY291bnQYASABKA0SGAoQbWVtb3J5X3RvdGFsX21pYhgCIAEoDRIVCg1tYXhfc2FuZGJveGVzGAMgASgNEh0KFW1heF9jb25jdXJyZW50X3N0YXJ0cxgEIAEoDSLNAQoITm9kZUxvYWQSFQoNYWxsb2NhdGVkX2NwdRgBIAEoDRIcChRhbGxvY2F0ZWRfbWVtb3J5X21pYhgCIAEoDRIXCg9tZW1vcnlfdXNlZF9taWIYAyABKA0SFwoPbWVtb3J5X2ZyZWVfbWliGAQgASgNEhgKEHN0YXJ0c19pbl9mbGlnaHQYBSABKA0SFQoNcnVubmluZ19jb3VudBgGIAEoDRIUCgxwYXVzZWRfY291bnQYByABKA0SEwoLY3B1X2xvYWRfMW0YCCABKAEinQEKDlNhbmRib3hTdW1tYXJ5EhIKCnNhbmRib3hfaWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5zY2hlZHVsZXIudjEuU2FuZGJveFN0YXRlEhMKC3RlbXBsYXRlX2lkGAMgASgJEhAKCHBhdXNlX2lkGAQgASgJEhEKCWNwdV9jb3VudBgFIAEoDRISCgptZW1vcnlfbWliGAYgASgNIjUKC1AycEVuZHBvaW50EhMKC2VuZHBvaW50X2lkGAEgASgJEhEKCWFkZHJlc3NlcxgCIAMoCSKNAgoPU2NoZWR1bGVSZXF1ZXN0EikKBGtpbmQYASABKA4yGy5zY2hlZHVsZXIudjEuUGxhY2VtZW50S2luZBITCgt0ZW1wbGF0ZV9pZBgCIAEoCRITCgtzbmFwc2hvdF9pZBgDIAEoCRIQCghwYXVzZV9pZBgEIAEoCRISCgpjYWNoZV9rZXlzGAUgAygJEioKCXJlc291cmNlcxgGIAEoCzIXLnNjaGVkdWxlci52MS5SZXNvdXJjZXMSEgoKc2FuZGJveF9pZBgHIAEoCRIWCg5wcmVmZXJfbm9kZV9pZBgIIAEoCRIYChBleGNsdWRlX25vZGVfaWRzGAkgAygJEg0KBWNvdW50GAogASgNIqEBChBTY2hlZHVsZVJlc3BvbnNlEiMKBG5vZGUYASABKAsyFS5zY2hlZHVsZXIudjEuTm9kZVJlZhIWCg5yZXNlcnZhdGlvbl9pZBgCIAEoCRI6ChZyZXNlcnZhdGlvbl9leHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxsb2NhbGl0eV9oaXQYBCABKAgiJwoRTG9va3VwTm9kZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCSKXAQoSTG9va3VwTm9kZVJlc3BvbnNlEiMKBG5vZGUYASABKAsyFS5zY2hlZHVsZXIudjEuTm9kZVJlZhItCgtub2RlX3N0YXR1cxgCIAEoDjIYLnNjaGVkdWxlci52MS5Ob2RlU3RhdHVzEi0KB3NhbmRib3gYAyABKAsyHC5zY2hlZHVsZXIudjEuU2FuZGJveFN1bW1hcnkimAEKF1JlY29yZEFzc2lnbm1lbnRSZXF1ZXN0EhYKDnJlc2VydmF0aW9uX2lkGAEgASgJEg8KB25vZGVfaWQYAiABKAkSEwoLc2FuZGJveF9pZHMYAyADKAkSEwoLdGVtcGxhdGVfaWQYBCABKAkSKgoJcmVzb3VyY2VzGAUgASgLMhcuc2NoZWR1bGVyLnYxLlJlc291cmNlcyIaChhSZWNvcmRBc3NpZ25tZW50UmVzcG9uc2UiMwoZUmVsZWFzZVJlc2VydmF0aW9uUmVxdWVzdBIWCg5yZXNlcnZhdGlvbl9pZBgBIAEoCSIcChpSZWxlYXNlUmVzZXJ2YXRpb25SZXNwb25zZSL8AgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhUKDWFkdmVydGlzZV91cmwYAiABKAkSDwoHdmVyc2lvbhgDIAEoCRIoCgZzdGF0dXMYBCABKA4yGC5zY2hlZHVsZXIudjEuTm9kZVN0YXR1cxIsCghjYXBhY2l0eRgFIAEoCzIaLnNjaGVkdWxlci52MS5Ob2RlQ2FwYWNpdHkSJAoEbG9hZBgGIAEoCzIWLnNjaGVkdWxlci52MS5Ob2RlTG9hZBIvCglzYW5kYm94ZXMYByADKAsyHC5zY2hlZHVsZXIudjEuU2FuZGJveFN1bW1hcnkSEgoKY2FjaGVfa2V5cxgIIAMoCRIrCgNwMnAYCSABKAsyGS5zY2hlZHVsZXIudjEuUDJwRW5kcG9pbnRIAIgBARISCgpjaHVua19rZXlzGAogAygJEhIKCmNsdXN0ZXJfaWQYCyABKAkSDwoHYm9vdF9pZBgMIAEoCUIGCgRfcDJwIlIKEUhlYXJ0YmVhdFJlc3BvbnNlEhMKC2ludGVydmFsX21zGAEgASgNEigKBnN0YXR1cxgCIAEoDjIYLnNjaGVkdWxlci52MS5Ob2RlU3RhdHVzItUDCgROb2RlEiIKA3JlZhgBIAEoCzIVLnNjaGVkdWxlci52MS5Ob2RlUmVmEigKBnN0YXR1cxgCIAEoDjIYLnNjaGVkdWxlci52MS5Ob2RlU3RhdHVzEg8KB3ZlcnNpb24YAyABKAkSEgoKY2x1c3Rlcl9pZBgEIAEoCRIsCghjYXBhY2l0eRgFIAEoCzIaLnNjaGVkdWxlci52MS5Ob2RlQ2FwYWNpdHkSJAoEbG9hZBgGIAEoCzIWLnNjaGVkdWxlci52MS5Ob2RlTG9hZBIyCg5sYXN0X2hlYXJ0YmVhdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcmVzZXJ2ZWRfY291bnQYCCABKA0SKQoIcmVzZXJ2ZWQYCSABKAsyFy5zY2hlZHVsZXIudjEuUmVzb3VyY2VzEhcKD2NhY2hlX2tleV9jb3VudBgKIAEoDRIrCgNwMnAYCyABKAsyGS5zY2hlZHVsZXIudjEuUDJwRW5kcG9pbnRIAIgBARIQCghleHBlY3RlZBgMIAEoCBIvCglzYW5kYm94ZXMYDSADKAsyHC5zY2hlZHVsZXIudjEuU2FuZGJveFN1bW1hcnlCBgoEX3AycCItChBMaXN0Tm9kZXNSZXF1ZXN0EhkKEWluY2x1ZGVfc2FuZGJveGVzGAEgASgIIjYKEUxpc3ROb2Rlc1Jlc3BvbnNlEiEKBW5vZGVzGAEgAygLMhIuc2NoZWR1bGVyLnYxLk5vZGUiIQoOR2V0Tm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIzCg9HZXROb2RlUmVzcG9uc2USIAoEbm9kZRgBIAEoCzISLnNjaGVkdWxlci52MS5Ob2RlIigKFVVucmVnaXN0ZXJOb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIhgKFlVucmVnaXN0ZXJOb2RlUmVzcG9uc2UilwIKDFNhbmRib3hFdmVudBIQCghldmVudF9pZBgBIAEoCRISCgpzYW5kYm94X2lkGAIgASgJEg8KB25vZGVfaWQYAyABKAkSLAoEdHlwZRgEIAEoDjIeLnNjaGVkdWxlci52MS5TYW5kYm94RXZlbnRUeXBlEg4KBnJlYXNvbhgFIAEoCRIoCgR0aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI4CgdkZXRhaWxzGAcgAygLMicuc2NoZWR1bGVyLnYxLlNhbmRib3hFdmVudC5EZXRhaWxzRW50cnkaLgoMRGV0YWlsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiRwoZUmVwb3J0U2FuZGJveEV2ZW50UmVxdWVzdBIqCgZldmVudHMYASADKAsyGi5zY2hlZHVsZXIudjEuU2FuZGJveEV2ZW50IhwKGlJlcG9ydFNhbmRib3hFdmVudFJlc3BvbnNlIj0KGExpc3RTYW5kYm94RXZlbnRzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBWxpbWl0GAIgASgNIkcKGUxpc3RTYW5kYm94RXZlbnRzUmVzcG9uc2USKgoGZXZlbnRzGAEgAygLMhouc2NoZWR1bGVyLnYxLlNhbmRib3hFdmVudCI5ChJXYXRjaEV2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIkAKE1dhdGNoRXZlbnRzUmVzcG9uc2USKQoFZXZlbnQYASABKAsyGi5zY2hlZHVsZXIudjEuU2FuZGJveEV2ZW50IlEKFUZpbmRDaHVua1BlZXJzUmVxdWVzdBIMCgRrZXlzGAEgAygJEhcKD2V4Y2x1ZGVfbm9kZV9pZBgCIAEoCRIRCgltYXhfcGVlcnMYAyABKA0iSQoJQ2h1bmtQZWVyEg8KB25vZGVfaWQYASABKAkSKwoIZW5kcG9pbnQYAiABKAsyGS5zY2hlZHVsZXIudjEuUDJwRW5kcG9pbnQiQQoKQ2h1bmtQZWVycxILCgNrZXkYASABKAkSJgoFcGVlcnMYAiADKAsyFy5zY2hlZHVsZXIudjEuQ2h1bmtQZWVyIkMKFkZpbmRDaHVua1BlZXJzUmVzcG9uc2USKQoHcmVzdWx0cxgBIAMoCzIYLnNjaGVkdWxlci52MS5DaHVua1BlZXJzIlQKFFJlY29yZENhcHR1cmVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEwoLc25hcHNob3RfaWQYAiABKAkSFgoOc25hcHNob3RfbmFtZXMYAyADKAkiFwoVUmVjb3JkQ2FwdHVyZVJlc3BvbnNlKpEBCgpOb2RlU3RhdHVzEhsKF05PREVfU1RBVFVTX1VOU1BFQ0lGSUVEEAASFQoRTk9ERV9TVEFUVVNfUkVBRFkQARIYChROT0RFX1NUQVRVU19EUkFJTklORxACEhkKFU5PREVfU1RBVFVTX1VOSEVBTFRIWRADEhoKFk5PREVfU1RBVFVTX0NPTk5FQ1RJTkcQBCqjAgoMU2FuZGJveFN0YXRlEh0KGVNBTkRCT1hfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZTQU5EQk9YX1NUQVRFX0NSRUFUSU5HEAESGQoVU0FOREJPWF9TVEFURV9SVU5OSU5HEAISGQoVU0FOREJPWF9TVEFURV9QQVVTSU5HEAMSGAoUU0FOREJPWF9TVEFURV9QQVVTRUQQBBIaChZTQU5EQk9YX1NUQVRFX1JFU1VNSU5HEAUSHgoaU0FOREJPWF9TVEFURV9TTkFQU0hPVFRJTkcQBhIZChVTQU5EQk9YX1NUQVRFX0ZPUktJTkcQBxIZChVTQU5EQk9YX1NUQVRFX0tJTExJTkcQCBIWChJTQU5EQk9YX1NUQVRFX0xPU1QQCSqEAQoNUGxhY2VtZW50S2luZBIeChpQTEFDRU1FTlRfS0lORF9VTlNQRUNJRklFRBAAEhkKFVBMQUNFTUVOVF9LSU5EX0NSRUFURRABEhkKFVBMQUNFTUVOVF9LSU5EX1JFU1VNRRACEh0KGVBMQUNFTUVOVF9LSU5EX0ZPUktfU1BJTEwQAyqwAgoQU2FuZGJveEV2ZW50VHlwZRIiCh5TQU5EQk9YX0VWRU5UX1RZUEVfVU5TUEVDSUZJRUQQABIeChpTQU5EQk9YX0VWRU5UX1RZUEVfQ1JFQVRFRBABEh0KGVNBTkRCT1hfRVZFTlRfVFlQRV9QQVVTRUQQAhIeChpTQU5EQk9YX0VWRU5UX1RZUEVfUkVTVU1FRBADEh0KGVNBTkRCT1hfRVZFTlRfVFlQRV9LSUxMRUQQBBIdChlTQU5EQk9YX0VWRU5UX1RZUEVfRVhJVEVEEAUSHQoZU0FOREJPWF9FVkVOVF9UWVBFX0ZPUktFRBAGEh8KG1NBTkRCT1hfRVZFTlRfVFlQRV9TTkFQU0hPVBAHEhsKF1NBTkRCT1hfRVZFTlRfVFlQRV9MT1NUEAgylwkKEFNjaGVkdWxlclNlcnZpY2USSQoIU2NoZWR1bGUSHS5zY2hlZHVsZXIudjEuU2NoZWR1bGVSZXF1ZXN0Gh4uc2NoZWR1bGVyLnYxLlNjaGVkdWxlUmVzcG9uc2USTwoKTG9va3VwTm9kZRIfLnNjaGVkdWxlci52MS5Mb29rdXBOb2RlUmVxdWVzdBogLnNjaGVkdWxlci52MS5Mb29rdXBOb2RlUmVzcG9uc2USYQoQUmVjb3JkQXNzaWdubWVudBIlLnNjaGVkdWxlci52MS5SZWNvcmRBc3NpZ25tZW50UmVxdWVzdBomLnNjaGVkdWxlci52MS5SZWNvcmRBc3NpZ25tZW50UmVzcG9uc2USZwoSUmVsZWFzZVJlc2VydmF0aW9uEicuc2NoZWR1bGVyLnYxLlJlbGVhc2VSZXNlcnZhdGlvblJlcXVlc3QaKC5zY2hlZHVsZXIudjEuUmVsZWFzZVJlc2VydmF0aW9uUmVzcG9uc2USWAoNUmVjb3JkQ2FwdHVyZRIiLnNjaGVkdWxlci52MS5SZWNvcmRDYXB0dXJlUmVxdWVzdBojLnNjaGVkdWxlci52MS5SZWNvcmRDYXB0dXJlUmVzcG9uc2USTAoJSGVhcnRiZWF0Eh4uc2NoZWR1bGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHy5zY2hlZHVsZXIudjEuSGVhcnRiZWF0UmVzcG9uc2USTAoJTGlzdE5vZGVzEh4uc2NoZWR1bGVyLnYxLkxpc3ROb2Rlc1JlcXVlc3QaHy5zY2hlZHVsZXIudjEuTGlzdE5vZGVzUmVzcG9uc2USRgoHR2V0Tm9kZRIcLnNjaGVkdWxlci52MS5HZXROb2RlUmVxdWVzdBodLnNjaGVkdWxlci52MS5HZXROb2RlUmVzcG9uc2USWwoOVW5yZWdpc3Rlck5vZGUSIy5zY2hlZHVsZXIudjEuVW5yZWdpc3Rlck5vZGVSZXF1ZXN0GiQuc2NoZWR1bGVyLnYxLlVucmVnaXN0ZXJOb2RlUmVzcG9uc2USZwoSUmVwb3J0U2FuZGJveEV2ZW50Eicuc2NoZWR1bGVyLnYxLlJlcG9ydFNhbmRib3hFdmVudFJlcXVlc3QaKC5zY2hlZHVsZXIudjEuUmVwb3J0U2FuZGJveEV2ZW50UmVzcG9uc2USZAoRTGlzdFNhbmRib3hFdmVudHMSJi5zY2hlZHVsZXIudjEuTGlzdFNhbmRib3hFdmVudHNSZXF1ZXN0Gicuc2NoZWR1bGVyLnYxLkxpc3RTYW5kYm94RXZlbnRzUmVzcG9uc2USVAoLV2F0Y2hFdmVudHMSIC5zY2hlZHVsZXIudjEuV2F0Y2hFdmVudHNSZXF1ZXN0GiEuc2NoZWR1bGVyLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwARJbCg5GaW5kQ2h1bmtQZWVycxIjLnNjaGVkdWxlci52MS5GaW5kQ2h1bmtQZWVyc1JlcXVlc3QaJC5zY2hlZHVsZXIudjEuRmluZENodW5rUGVlcnNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChxzY2hlZHVsZXIvdjEvc2NoZWR1bGVyLnByb3RvEgxzY2hlZHVsZXIudjEiMgoJUmVzb3VyY2VzEhEKCWNwdV9jb3VudBgBIAEoDRISCgptZW1vcnlfbWliGAIgASgNIjEKB05vZGVSZWYSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZHZlcnRpc2VfdXJsGAIgASgJInEKDE5vZGVDYXBhY2l0eRIRCgljcHVfY291bnQYASABKA0SGAoQbWVtb3J5X3RvdGFsX21pYhgCIAEoDRIVCg1tYXhfc2FuZGJveGVzGAMgASgNEh0KFW1heF9jb25jdXJyZW50X3N0YXJ0cxgEIAEoDSLNAQoITm9kZUxvYWQSFQoNYWxsb2NhdGVkX2NwdRgBIAEoDRIcChRhbGxvY2F0ZWRfbWVtb3J5X21pYhgCIAEoDRIXCg9tZW1vcnlfdXNlZF9taWIYAyABKA0SFwoPbWVtb3J5X2ZyZWVfbWliGAQgASgNEhgKEHN0YXJ0c19pbl9mbGlnaHQYBSABKA0SFQoNcnVubmluZ19jb3VudBgGIAEoDRIUCgxwYXVzZWRfY291bnQYByABKA0SEwoLY3B1X2xvYWRfMW0YCCABKAEitwEKDlNhbmRib3hTdW1tYXJ5EhIKCnNhbmRib3hfaWQYASABKAkSKQoFc3RhdGUYAiABKA4yGi5zY2hlZHVsZXIudjEuU2FuZGJveFN0YXRlEhMKC3RlbXBsYXRlX2lkGAMgASgJEhAKCHBhdXNlX2lkGAQgASgJEhEKCWNwdV9jb3VudBgFIAEoDRISCgptZW1vcnlfbWliGAYgASgNEhgKEHBhdXNlX2xvY2FsX29ubHkYByABKAgiNQoLUDJwRW5kcG9pbnQSEwoLZW5kcG9pbnRfaWQYASABKAkSEQoJYWRkcmVzc2VzGAIgAygJIo0CCg9TY2hlZHVsZVJlcXVlc3QSKQoEa2luZBgBIAEoDjIbLnNjaGVkdWxlci52MS5QbGFjZW1lbnRLaW5kEhMKC3RlbXBsYXRlX2lkGAIgASgJEhMKC3NuYXBzaG90X2lkGAMgASgJEhAKCHBhdXNlX2lkGAQgASgJEhIKCmNhY2hlX2tleXMYBSADKAkSKgoJcmVzb3VyY2VzGAYgASgLMhcuc2NoZWR1bGVyLnYxLlJlc291cmNlcxISCgpzYW5kYm94X2lkGAcgASgJEhYKDnByZWZlcl9ub2RlX2lkGAggASgJEhgKEGV4Y2x1ZGVfbm9kZV9pZHMYCSADKAkSDQoFY291bnQYCiABKA0ioQEKEFNjaGVkdWxlUmVzcG9uc2USIwoEbm9kZRgBIAEoCzIVLnNjaGVkdWxlci52MS5Ob2RlUmVmEhYKDnJlc2VydmF0aW9uX2lkGAIgASgJEjoKFnJlc2VydmF0aW9uX2V4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGxvY2FsaXR5X2hpdBgEIAEoCCInChFMb29rdXBOb2RlUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJIpcBChJMb29rdXBOb2RlUmVzcG9uc2USIwoEbm9kZRgBIAEoCzIVLnNjaGVkdWxlci52MS5Ob2RlUmVmEi0KC25vZGVfc3RhdHVzGAIgASgOMhguc2NoZWR1bGVyLnYxLk5vZGVTdGF0dXMSLQoHc2FuZGJveBgDIAEoCzIcLnNjaGVkdWxlci52MS5TYW5kYm94U3VtbWFyeSKYAQoXUmVjb3JkQXNzaWdubWVudFJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCRITCgtzYW5kYm94X2lkcxgDIAMoCRITCgt0ZW1wbGF0ZV9pZBgEIAEoCRIqCglyZXNvdXJjZXMYBSABKAsyFy5zY2hlZHVsZXIudjEuUmVzb3VyY2VzIhoKGFJlY29yZEFzc2lnbm1lbnRSZXNwb25zZSJJChJSZWNvcmRQYXVzZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRISCgpzYW5kYm94X2lkGAIgASgJEg4KBnN0b3JlZBgDIAEoCCIVChNSZWNvcmRQYXVzZVJlc3BvbnNlIjMKGVJlbGVhc2VSZXNlcnZhdGlvblJlcXVlc3QSFgoOcmVzZXJ2YXRpb25faWQYASABKAkiHAoaUmVsZWFzZVJlc2VydmF0aW9uUmVzcG9uc2Ui/AIKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIVCg1hZHZlcnRpc2VfdXJsGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSKAoGc3RhdHVzGAQgASgOMhguc2NoZWR1bGVyLnYxLk5vZGVTdGF0dXMSLAoIY2FwYWNpdHkYBSABKAsyGi5zY2hlZHVsZXIudjEuTm9kZUNhcGFjaXR5EiQKBGxvYWQYBiABKAsyFi5zY2hlZHVsZXIudjEuTm9kZUxvYWQSLwoJc2FuZGJveGVzGAcgAygLMhwuc2NoZWR1bGVyLnYxLlNhbmRib3hTdW1tYXJ5EhIKCmNhY2hlX2tleXMYCCADKAkSKwoDcDJwGAkgASgLMhkuc2NoZWR1bGVyLnYxLlAycEVuZHBvaW50SACIAQESEgoKY2h1bmtfa2V5cxgKIAMoCRISCgpjbHVzdGVyX2lkGAsgASgJEg8KB2Jvb3RfaWQYDCABKAlCBgoEX3AycCJSChFIZWFydGJlYXRSZXNwb25zZRITCgtpbnRlcnZhbF9tcxgBIAEoDRIoCgZzdGF0dXMYAiABKA4yGC5zY2hlZHVsZXIudjEuTm9kZVN0YXR1cyLVAwoETm9kZRIiCgNyZWYYASABKAsyFS5zY2hlZHVsZXIudjEuTm9kZVJlZhIoCgZzdGF0dXMYAiABKA4yGC5zY2hlZHVsZXIudjEuTm9kZVN0YXR1cxIPCgd2ZXJzaW9uGAMgASgJEhIKCmNsdXN0ZXJfaWQYBCABKAkSLAoIY2FwYWNpdHkYBSABKAsyGi5zY2hlZHVsZXIudjEuTm9kZUNhcGFjaXR5EiQKBGxvYWQYBiABKAsyFi5zY2hlZHVsZXIudjEuTm9kZUxvYWQSMgoObGFzdF9oZWFydGJlYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKDnJlc2VydmVkX2NvdW50GAggASgNEikKCHJlc2VydmVkGAkgASgLMhcuc2NoZWR1bGVyLnYxLlJlc291cmNlcxIXCg9jYWNoZV9rZXlfY291bnQYCiABKA0SKwoDcDJwGAsgASgLMhkuc2NoZWR1bGVyLnYxLlAycEVuZHBvaW50SACIAQESEAoIZXhwZWN0ZWQYDCABKAgSLwoJc2FuZGJveGVzGA0gAygLMhwuc2NoZWR1bGVyLnYxLlNhbmRib3hTdW1tYXJ5QgYKBF9wMnAiLQoQTGlzdE5vZGVzUmVxdWVzdBIZChFpbmNsdWRlX3NhbmRib3hlcxgBIAEoCCI2ChFMaXN0Tm9kZXNSZXNwb25zZRIhCgVub2RlcxgBIAMoCzISLnNjaGVkdWxlci52MS5Ob2RlIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiMwoPR2V0Tm9kZVJlc3BvbnNlEiAKBG5vZGUYASABKAsyEi5zY2hlZHVsZXIudjEuTm9kZSIoChVVbnJlZ2lzdGVyTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSIYChZVbnJlZ2lzdGVyTm9kZVJlc3BvbnNlIpcCCgxTYW5kYm94RXZlbnQSEAoIZXZlbnRfaWQYASABKAkSEgoKc2FuZGJveF9pZBgCIAEoCRIPCgdub2RlX2lkGAMgASgJEiwKBHR5cGUYBCABKA4yHi5zY2hlZHVsZXIudjEuU2FuZGJveEV2ZW50VHlwZRIOCgZyZWFzb24YBSABKAkSKAoEdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOAoHZGV0YWlscxgHIAMoCzInLnNjaGVkdWxlci52MS5TYW5kYm94RXZlbnQuRGV0YWlsc0VudHJ5Gi4KDERldGFpbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkcKGVJlcG9ydFNhbmRib3hFdmVudFJlcXVlc3QSKgoGZXZlbnRzGAEgAygLMhouc2NoZWR1bGVyLnYxLlNhbmRib3hFdmVudCIcChpSZXBvcnRTYW5kYm94RXZlbnRSZXNwb25zZSI9ChhMaXN0U2FuZGJveEV2ZW50c1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRINCgVsaW1pdBgCIAEoDSJHChlMaXN0U2FuZGJveEV2ZW50c1Jlc3BvbnNlEioKBmV2ZW50cxgBIAMoCzIaLnNjaGVkdWxlci52MS5TYW5kYm94RXZlbnQiOQoSV2F0Y2hFdmVudHNSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDwoHbm9kZV9pZBgCIAEoCSJAChNXYXRjaEV2ZW50c1Jlc3BvbnNlEikKBWV2ZW50GAEgASgLMhouc2NoZWR1bGVyLnYxLlNhbmRib3hFdmVudCJRChVGaW5kQ2h1bmtQZWVyc1JlcXVlc3QSDAoEa2V5cxgBIAMoCRIXCg9leGNsdWRlX25vZGVfaWQYAiABKAkSEQoJbWF4X3BlZXJzGAMgASgNIkkKCUNodW5rUGVlchIPCgdub2RlX2lkGAEgASgJEisKCGVuZHBvaW50GAIgASgLMhkuc2NoZWR1bGVyLnYxLlAycEVuZHBvaW50IkEKCkNodW5rUGVlcnMSCwoDa2V5GAEgASgJEiYKBXBlZXJzGAIgAygLMhcuc2NoZWR1bGVyLnYxLkNodW5rUGVlciJDChZGaW5kQ2h1bmtQZWVyc1Jlc3BvbnNlEikKB3Jlc3VsdHMYASADKAsyGC5zY2hlZHVsZXIudjEuQ2h1bmtQZWVycyJUChRSZWNvcmRDYXB0dXJlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhMKC3NuYXBzaG90X2lkGAIgASgJEhYKDnNuYXBzaG90X25hbWVzGAMgAygJIhcKFVJlY29yZENhcHR1cmVSZXNwb25zZSqRAQoKTm9kZVN0YXR1cxIbChdOT0RFX1NUQVRVU19VTlNQRUNJRklFRBAAEhUKEU5PREVfU1RBVFVTX1JFQURZEAESGAoUTk9ERV9TVEFUVVNfRFJBSU5JTkcQAhIZChVOT0RFX1NUQVRVU19VTkhFQUxUSFkQAxIaChZOT0RFX1NUQVRVU19DT05ORUNUSU5HEAQqowIKDFNhbmRib3hTdGF0ZRIdChlTQU5EQk9YX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWU0FOREJPWF9TVEFURV9DUkVBVElORxABEhkKFVNBTkRCT1hfU1RBVEVfUlVOTklORxACEhkKFVNBTkRCT1hfU1RBVEVfUEFVU0lORxADEhgKFFNBTkRCT1hfU1RBVEVfUEFVU0VEEAQSGgoWU0FOREJPWF9TVEFURV9SRVNVTUlORxAFEh4KGlNBTkRCT1hfU1RBVEVfU05BUFNIT1RUSU5HEAYSGQoVU0FOREJPWF9TVEFURV9GT1JLSU5HEAcSGQoVU0FOREJPWF9TVEFURV9LSUxMSU5HEAgSFgoSU0FOREJPWF9TVEFURV9MT1NUEAkqhAEKDVBsYWNlbWVudEtpbmQSHgoaUExBQ0VNRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIZChVQTEFDRU1FTlRfS0lORF9DUkVBVEUQARIZChVQTEFDRU1FTlRfS0lORF9SRVNVTUUQAhIdChlQTEFDRU1FTlRfS0lORF9GT1JLX1NQSUxMEAMqsAIKEFNhbmRib3hFdmVudFR5cGUSIgoeU0FOREJPWF9FVkVOVF9UWVBFX1VOU1BFQ0lGSUVEEAASHgoaU0FOREJPWF9FVkVOVF9UWVBFX0NSRUFURUQQARIdChlTQU5EQk9YX0VWRU5UX1RZUEVfUEFVU0VEEAISHgoaU0FOREJPWF9FVkVOVF9UWVBFX1JFU1VNRUQQAxIdChlTQU5EQk9YX0VWRU5UX1RZUEVfS0lMTEVEEAQSHQoZU0FOREJPWF9FVkVOVF9UWVBFX0VYSVRFRBAFEh0KGVNBTkRCT1hfRVZFTlRfVFlQRV9GT1JLRUQQBhIfChtTQU5EQk9YX0VWRU5UX1RZUEVfU05BUFNIT1QQBxIbChdTQU5EQk9YX0VWRU5UX1RZUEVfTE9TVBAIMusJChBTY2hlZHVsZXJTZXJ2aWNlEkkKCFNjaGVkdWxlEh0uc2NoZWR1bGVyLnYxLlNjaGVkdWxlUmVxdWVzdBoeLnNjaGVkdWxlci52MS5TY2hlZHVsZVJlc3BvbnNlEk8KCkxvb2t1cE5vZGUSHy5zY2hlZHVsZXIudjEuTG9va3VwTm9kZVJlcXVlc3QaIC5zY2hlZHVsZXIudjEuTG9va3VwTm9kZVJlc3BvbnNlEmEKEFJlY29yZEFzc2lnbm1lbnQSJS5zY2hlZHVsZXIudjEuUmVjb3JkQXNzaWdubWVudFJlcXVlc3QaJi5zY2hlZHVsZXIudjEuUmVjb3JkQXNzaWdubWVudFJlc3BvbnNlEmcKElJlbGVhc2VSZXNlcnZhdGlvbhInLnNjaGVkdWxlci52MS5SZWxlYXNlUmVzZXJ2YXRpb25SZXF1ZXN0Giguc2NoZWR1bGVyLnYxLlJlbGVhc2VSZXNlcnZhdGlvblJlc3BvbnNlElgKDVJlY29yZENhcHR1cmUSIi5zY2hlZHVsZXIudjEuUmVjb3JkQ2FwdHVyZVJlcXVlc3QaIy5zY2hlZHVsZXIudjEuUmVjb3JkQ2FwdHVyZVJlc3BvbnNlElIKC1JlY29yZFBhdXNlEiAuc2NoZWR1bGVyLnYxLlJlY29yZFBhdXNlUmVxdWVzdBohLnNjaGVkdWxlci52MS5SZWNvcmRQYXVzZVJlc3BvbnNlEkwKCUhlYXJ0YmVhdBIeLnNjaGVkdWxlci52MS5IZWFydGJlYXRSZXF1ZXN0Gh8uc2NoZWR1bGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlEkwKCUxpc3ROb2RlcxIeLnNjaGVkdWxlci52MS5MaXN0Tm9kZXNSZXF1ZXN0Gh8uc2NoZWR1bGVyLnYxLkxpc3ROb2Rlc1Jlc3BvbnNlEkYKB0dldE5vZGUSHC5zY2hlZHVsZXIudjEuR2V0Tm9kZVJlcXVlc3QaHS5zY2hlZHVsZXIudjEuR2V0Tm9kZVJlc3BvbnNlElsKDlVucmVnaXN0ZXJOb2RlEiMuc2NoZWR1bGVyLnYxLlVucmVnaXN0ZXJOb2RlUmVxdWVzdBokLnNjaGVkdWxlci52MS5VbnJlZ2lzdGVyTm9kZVJlc3BvbnNlEmcKElJlcG9ydFNhbmRib3hFdmVudBInLnNjaGVkdWxlci52MS5SZXBvcnRTYW5kYm94RXZlbnRSZXF1ZXN0Giguc2NoZWR1bGVyLnYxLlJlcG9ydFNhbmRib3hFdmVudFJlc3BvbnNlEmQKEUxpc3RTYW5kYm94RXZlbnRzEiYuc2NoZWR1bGVyLnYxLkxpc3RTYW5kYm94RXZlbnRzUmVxdWVzdBonLnNjaGVkdWxlci52MS5MaXN0U2FuZGJveEV2ZW50c1Jlc3BvbnNlElQKC1dhdGNoRXZlbnRzEiAuc2NoZWR1bGVyLnYxLldhdGNoRXZlbnRzUmVxdWVzdBohLnNjaGVkdWxlci52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAESWwoORmluZENodW5rUGVlcnMSIy5zY2hlZHVsZXIudjEuRmluZENodW5rUGVlcnNSZXF1ZXN0GiQuc2NoZWR1bGVyLnYxLkZpbmRDaHVua1BlZXJzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message scheduler.v1.Resources
@@ -194,6 +194,14 @@ export type SandboxSummary = Message<"scheduler.v1.SandboxSummary"> & {
    * @generated from field: uint32 memory_mib = 6;
    */
   memoryMib: number;
+
+  /**
+   * Paused, with its newest pause on its node's disk only (the upload to the shared repository
+   * is under way, or failed): only that node can resume it; pause_id is an older pause.
+   *
+   * @generated from field: bool pause_local_only = 7;
+   */
+  pauseLocalOnly: boolean;
 };
 
 /**
@@ -431,6 +439,48 @@ export const RecordAssignmentResponseSchema: GenMessage<RecordAssignmentResponse
   messageDesc(file_scheduler_v1_scheduler, 11);
 
 /**
+ * @generated from message scheduler.v1.RecordPauseRequest
+ */
+export type RecordPauseRequest = Message<"scheduler.v1.RecordPauseRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: string sandbox_id = 2;
+   */
+  sandboxId: string;
+
+  /**
+   * The pause is in the shared repository already (a pause that waited for its upload).
+   *
+   * @generated from field: bool stored = 3;
+   */
+  stored: boolean;
+};
+
+/**
+ * Describes the message scheduler.v1.RecordPauseRequest.
+ * Use `create(RecordPauseRequestSchema)` to create a new message.
+ */
+export const RecordPauseRequestSchema: GenMessage<RecordPauseRequest> = /*@__PURE__*/
+  messageDesc(file_scheduler_v1_scheduler, 12);
+
+/**
+ * @generated from message scheduler.v1.RecordPauseResponse
+ */
+export type RecordPauseResponse = Message<"scheduler.v1.RecordPauseResponse"> & {
+};
+
+/**
+ * Describes the message scheduler.v1.RecordPauseResponse.
+ * Use `create(RecordPauseResponseSchema)` to create a new message.
+ */
+export const RecordPauseResponseSchema: GenMessage<RecordPauseResponse> = /*@__PURE__*/
+  messageDesc(file_scheduler_v1_scheduler, 13);
+
+/**
  * @generated from message scheduler.v1.ReleaseReservationRequest
  */
 export type ReleaseReservationRequest = Message<"scheduler.v1.ReleaseReservationRequest"> & {
@@ -445,7 +495,7 @@ export type ReleaseReservationRequest = Message<"scheduler.v1.ReleaseReservation
  * Use `create(ReleaseReservationRequestSchema)` to create a new message.
  */
 export const ReleaseReservationRequestSchema: GenMessage<ReleaseReservationRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 12);
+  messageDesc(file_scheduler_v1_scheduler, 14);
 
 /**
  * @generated from message scheduler.v1.ReleaseReservationResponse
@@ -458,7 +508,7 @@ export type ReleaseReservationResponse = Message<"scheduler.v1.ReleaseReservatio
  * Use `create(ReleaseReservationResponseSchema)` to create a new message.
  */
 export const ReleaseReservationResponseSchema: GenMessage<ReleaseReservationResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 13);
+  messageDesc(file_scheduler_v1_scheduler, 15);
 
 /**
  * @generated from message scheduler.v1.HeartbeatRequest
@@ -541,7 +591,7 @@ export type HeartbeatRequest = Message<"scheduler.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 14);
+  messageDesc(file_scheduler_v1_scheduler, 16);
 
 /**
  * @generated from message scheduler.v1.HeartbeatResponse
@@ -567,7 +617,7 @@ export type HeartbeatResponse = Message<"scheduler.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 15);
+  messageDesc(file_scheduler_v1_scheduler, 17);
 
 /**
  * @generated from message scheduler.v1.Node
@@ -650,7 +700,7 @@ export type Node = Message<"scheduler.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 16);
+  messageDesc(file_scheduler_v1_scheduler, 18);
 
 /**
  * @generated from message scheduler.v1.ListNodesRequest
@@ -667,7 +717,7 @@ export type ListNodesRequest = Message<"scheduler.v1.ListNodesRequest"> & {
  * Use `create(ListNodesRequestSchema)` to create a new message.
  */
 export const ListNodesRequestSchema: GenMessage<ListNodesRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 17);
+  messageDesc(file_scheduler_v1_scheduler, 19);
 
 /**
  * @generated from message scheduler.v1.ListNodesResponse
@@ -684,7 +734,7 @@ export type ListNodesResponse = Message<"scheduler.v1.ListNodesResponse"> & {
  * Use `create(ListNodesResponseSchema)` to create a new message.
  */
 export const ListNodesResponseSchema: GenMessage<ListNodesResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 18);
+  messageDesc(file_scheduler_v1_scheduler, 20);
 
 /**
  * @generated from message scheduler.v1.GetNodeRequest
@@ -701,7 +751,7 @@ export type GetNodeRequest = Message<"scheduler.v1.GetNodeRequest"> & {
  * Use `create(GetNodeRequestSchema)` to create a new message.
  */
 export const GetNodeRequestSchema: GenMessage<GetNodeRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 19);
+  messageDesc(file_scheduler_v1_scheduler, 21);
 
 /**
  * @generated from message scheduler.v1.GetNodeResponse
@@ -718,7 +768,7 @@ export type GetNodeResponse = Message<"scheduler.v1.GetNodeResponse"> & {
  * Use `create(GetNodeResponseSchema)` to create a new message.
  */
 export const GetNodeResponseSchema: GenMessage<GetNodeResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 20);
+  messageDesc(file_scheduler_v1_scheduler, 22);
 
 /**
  * @generated from message scheduler.v1.UnregisterNodeRequest
@@ -735,7 +785,7 @@ export type UnregisterNodeRequest = Message<"scheduler.v1.UnregisterNodeRequest"
  * Use `create(UnregisterNodeRequestSchema)` to create a new message.
  */
 export const UnregisterNodeRequestSchema: GenMessage<UnregisterNodeRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 21);
+  messageDesc(file_scheduler_v1_scheduler, 23);
 
 /**
  * @generated from message scheduler.v1.UnregisterNodeResponse
@@ -748,7 +798,7 @@ export type UnregisterNodeResponse = Message<"scheduler.v1.UnregisterNodeRespons
  * Use `create(UnregisterNodeResponseSchema)` to create a new message.
  */
 export const UnregisterNodeResponseSchema: GenMessage<UnregisterNodeResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 22);
+  messageDesc(file_scheduler_v1_scheduler, 24);
 
 /**
  * @generated from message scheduler.v1.SandboxEvent
@@ -799,7 +849,7 @@ export type SandboxEvent = Message<"scheduler.v1.SandboxEvent"> & {
  * Use `create(SandboxEventSchema)` to create a new message.
  */
 export const SandboxEventSchema: GenMessage<SandboxEvent> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 23);
+  messageDesc(file_scheduler_v1_scheduler, 25);
 
 /**
  * @generated from message scheduler.v1.ReportSandboxEventRequest
@@ -816,7 +866,7 @@ export type ReportSandboxEventRequest = Message<"scheduler.v1.ReportSandboxEvent
  * Use `create(ReportSandboxEventRequestSchema)` to create a new message.
  */
 export const ReportSandboxEventRequestSchema: GenMessage<ReportSandboxEventRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 24);
+  messageDesc(file_scheduler_v1_scheduler, 26);
 
 /**
  * @generated from message scheduler.v1.ReportSandboxEventResponse
@@ -829,7 +879,7 @@ export type ReportSandboxEventResponse = Message<"scheduler.v1.ReportSandboxEven
  * Use `create(ReportSandboxEventResponseSchema)` to create a new message.
  */
 export const ReportSandboxEventResponseSchema: GenMessage<ReportSandboxEventResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 25);
+  messageDesc(file_scheduler_v1_scheduler, 27);
 
 /**
  * @generated from message scheduler.v1.ListSandboxEventsRequest
@@ -853,7 +903,7 @@ export type ListSandboxEventsRequest = Message<"scheduler.v1.ListSandboxEventsRe
  * Use `create(ListSandboxEventsRequestSchema)` to create a new message.
  */
 export const ListSandboxEventsRequestSchema: GenMessage<ListSandboxEventsRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 26);
+  messageDesc(file_scheduler_v1_scheduler, 28);
 
 /**
  * @generated from message scheduler.v1.ListSandboxEventsResponse
@@ -870,7 +920,7 @@ export type ListSandboxEventsResponse = Message<"scheduler.v1.ListSandboxEventsR
  * Use `create(ListSandboxEventsResponseSchema)` to create a new message.
  */
 export const ListSandboxEventsResponseSchema: GenMessage<ListSandboxEventsResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 27);
+  messageDesc(file_scheduler_v1_scheduler, 29);
 
 /**
  * @generated from message scheduler.v1.WatchEventsRequest
@@ -896,7 +946,7 @@ export type WatchEventsRequest = Message<"scheduler.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 28);
+  messageDesc(file_scheduler_v1_scheduler, 30);
 
 /**
  * @generated from message scheduler.v1.WatchEventsResponse
@@ -913,7 +963,7 @@ export type WatchEventsResponse = Message<"scheduler.v1.WatchEventsResponse"> & 
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 29);
+  messageDesc(file_scheduler_v1_scheduler, 31);
 
 /**
  * @generated from message scheduler.v1.FindChunkPeersRequest
@@ -944,7 +994,7 @@ export type FindChunkPeersRequest = Message<"scheduler.v1.FindChunkPeersRequest"
  * Use `create(FindChunkPeersRequestSchema)` to create a new message.
  */
 export const FindChunkPeersRequestSchema: GenMessage<FindChunkPeersRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 30);
+  messageDesc(file_scheduler_v1_scheduler, 32);
 
 /**
  * @generated from message scheduler.v1.ChunkPeer
@@ -966,7 +1016,7 @@ export type ChunkPeer = Message<"scheduler.v1.ChunkPeer"> & {
  * Use `create(ChunkPeerSchema)` to create a new message.
  */
 export const ChunkPeerSchema: GenMessage<ChunkPeer> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 31);
+  messageDesc(file_scheduler_v1_scheduler, 33);
 
 /**
  * @generated from message scheduler.v1.ChunkPeers
@@ -988,7 +1038,7 @@ export type ChunkPeers = Message<"scheduler.v1.ChunkPeers"> & {
  * Use `create(ChunkPeersSchema)` to create a new message.
  */
 export const ChunkPeersSchema: GenMessage<ChunkPeers> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 32);
+  messageDesc(file_scheduler_v1_scheduler, 34);
 
 /**
  * @generated from message scheduler.v1.FindChunkPeersResponse
@@ -1007,7 +1057,7 @@ export type FindChunkPeersResponse = Message<"scheduler.v1.FindChunkPeersRespons
  * Use `create(FindChunkPeersResponseSchema)` to create a new message.
  */
 export const FindChunkPeersResponseSchema: GenMessage<FindChunkPeersResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 33);
+  messageDesc(file_scheduler_v1_scheduler, 35);
 
 /**
  * @generated from message scheduler.v1.RecordCaptureRequest
@@ -1036,7 +1086,7 @@ export type RecordCaptureRequest = Message<"scheduler.v1.RecordCaptureRequest"> 
  * Use `create(RecordCaptureRequestSchema)` to create a new message.
  */
 export const RecordCaptureRequestSchema: GenMessage<RecordCaptureRequest> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 34);
+  messageDesc(file_scheduler_v1_scheduler, 36);
 
 /**
  * @generated from message scheduler.v1.RecordCaptureResponse
@@ -1049,7 +1099,7 @@ export type RecordCaptureResponse = Message<"scheduler.v1.RecordCaptureResponse"
  * Use `create(RecordCaptureResponseSchema)` to create a new message.
  */
 export const RecordCaptureResponseSchema: GenMessage<RecordCaptureResponse> = /*@__PURE__*/
-  messageDesc(file_scheduler_v1_scheduler, 35);
+  messageDesc(file_scheduler_v1_scheduler, 37);
 
 /**
  * @generated from enum scheduler.v1.NodeStatus
@@ -1306,6 +1356,18 @@ export const SchedulerService: GenService<{
     methodKind: "unary";
     input: typeof RecordCaptureRequestSchema;
     output: typeof RecordCaptureResponseSchema;
+  },
+  /**
+   * A pause a node answered, before its heartbeats can say so: the gateway reports each pause it
+   * forwarded before answering the client, so a node that dies right after the answer leaves
+   * its sandbox paused on it (waiting for the node), not lost.
+   *
+   * @generated from rpc scheduler.v1.SchedulerService.RecordPause
+   */
+  recordPause: {
+    methodKind: "unary";
+    input: typeof RecordPauseRequestSchema;
+    output: typeof RecordPauseResponseSchema;
   },
   /**
    * A node's periodic report; the first one registers the node.
