@@ -10,7 +10,11 @@ export interface InitRequest {
   defaultUser?: string;
   defaultWorkdir?: string;
   timestamp?: string;
+  /** The sandbox's own boot id, when it starts fresh (see boot-id.ts). */
+  bootId?: string;
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
  * How far ahead of envd's clock an /init's timestamp may be: the node and the sandbox share the
@@ -38,9 +42,9 @@ export class EnvdState {
   /**
    * Applies an /init body. Inits carry the node's clock; an older one than the last applied is
    * ignored, so a delayed retry cannot roll a sandbox back to stale settings; one from beyond
-   * INIT_CLOCK_SKEW_MS ahead is refused.
+   * INIT_CLOCK_SKEW_MS ahead is refused. True when the body was applied.
    */
-  init(body: InitRequest): void {
+  init(body: InitRequest): boolean {
     if (body.timestamp !== undefined) {
       const t = Date.parse(body.timestamp);
       if (Number.isNaN(t)) throw invalidArgument('timestamp must be an ISO-8601 time');
@@ -48,8 +52,11 @@ export class EnvdState {
         throw invalidArgument(
           `timestamp ${body.timestamp} is more than ${INIT_CLOCK_SKEW_MS / 1000} s ahead of the sandbox's clock`,
         );
-      if (t < this.lastInit) return;
+      if (t < this.lastInit) return false;
       this.lastInit = t;
+    }
+    if (body.bootId !== undefined && (typeof body.bootId !== 'string' || !UUID.test(body.bootId))) {
+      throw invalidArgument('bootId must be a lower-case UUID');
     }
     if (body.envVars !== undefined) {
       for (const [k, v] of Object.entries(body.envVars)) {
@@ -67,6 +74,7 @@ export class EnvdState {
     }
     if (body.defaultWorkdir !== undefined) this.defaultWorkdir = body.defaultWorkdir || undefined;
     if (body.accessToken !== undefined) this.accessToken = body.accessToken || undefined;
+    return true;
   }
 
   /** True when no token is set or the given one matches it. */

@@ -10,6 +10,8 @@ export interface EnvdInit {
   defaultUser?: string;
   defaultWorkdir?: string;
   timestamp: string;
+  /** A fresh /proc/sys/kernel/random/boot_id, for a sandbox that starts fresh. */
+  bootId?: string;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { invalid, withContext } from '@agentenv/common';
 import { initDefaults, type EnvdInit } from '../envd/index.js';
 import type { EgressRules } from '../network/index.js';
@@ -188,7 +189,10 @@ export class Creator {
   }
 }
 
-/** What envd is told at /init: the sandbox's ids, tokens, variables and defaults. */
+/**
+ * What envd is told at /init: the sandbox's ids, tokens, variables and defaults, and a boot id of
+ * its own (every caller starts a sandbox fresh: a create, a fork child, a filesystem-only resume).
+ */
 export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: number): EnvdInit {
   return {
     envVars: {
@@ -204,6 +208,7 @@ export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: num
     // default user their source had.
     ...initDefaults(template.sandboxDefaults),
     timestamp: isoTime(now),
+    bootId: randomUUID(),
   };
 }
 
