@@ -1,4 +1,4 @@
-import { CommandExitError, Sandbox, Template } from 'e2b';
+import { CommandExitError, Sandbox, Secret, Template } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, useTestServer } from '@agentenv/test-support/server';
@@ -117,5 +117,21 @@ describe('/proc/sys/kernel/random/boot_id', () => {
       await a.kill();
       await b.kill();
     }
+  });
+});
+
+describe('what AgentENV does not have fails clearly through the SDK (docs/compatibility.md)', () => {
+  it('Secret.* and the create options of features it lacks', async () => {
+    await expect(Secret.exists('openai-key')).rejects.toThrow(
+      /^501: secrets .* is not supported by AgentENV/,
+    );
+    await expect(
+      Sandbox.create({
+        iam: { tokens: { aws: Secret.iamToken({ audience: 'sts', tokenType: 'JWT-SVID' }) } },
+      }),
+    ).rejects.toThrow(/^501: iam is not supported by AgentENV/);
+    await expect(Sandbox.create({ network: { httpsPorts: [3000] } })).rejects.toThrow(
+      /^501: network.httpsPorts is not supported by AgentENV/,
+    );
   });
 });

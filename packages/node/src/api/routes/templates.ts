@@ -7,6 +7,7 @@ import { checkFilesHash, type BuildFiles, type BuiltTemplates } from '../../temp
 import { CreateSandboxBody } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';
 import { createInput, DEFAULT_TEMPLATE } from './sandboxes.js';
+import { refuseUnsupportedBuild } from '../unsupported.js';
 
 export interface TemplateRoutesOptions {
   orchestrator: Orchestrator;
@@ -132,6 +133,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
     '/v2/templates/:templateID/builds/:buildID',
     { schema: { params: BuildParams, body: BuildBody } },
     async (req, reply) => {
+      refuseUnsupportedBuild(req.body);
       templates.trigger(req.params.templateID, req.params.buildID, {
         ...req.body,
         steps: req.body.steps ?? [],
