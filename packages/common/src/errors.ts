@@ -20,6 +20,8 @@ export type DomainErrorKind =
   | 'runtime_failure'
   /** An upstream (a node behind the gateway) did not answer in time. */
   | 'timeout'
+  /** An E2B feature AgentENV does not have (docs/compatibility.md says which, and why). */
+  | 'unsupported'
   | 'internal';
 
 export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
@@ -35,6 +37,7 @@ export const STATUS: Readonly<Record<DomainErrorKind, number>> = {
   bad_gateway: 502,
   runtime_failure: 500,
   timeout: 504,
+  unsupported: 501,
   internal: 500,
 };
 
@@ -93,6 +96,9 @@ export function codedError<C extends string>(
 export const invalid = (m: string) => new DomainError('invalid', m);
 export const notFound = (m: string) => new DomainError('not_found', m);
 export const conflict = (m: string) => new DomainError('conflict', m);
+/** `what` is an E2B feature AgentENV does not have, for the reason `why`. */
+export const unsupported = (what: string, why: string) =>
+  new DomainError('unsupported', `${what} is not supported by AgentENV: ${why}`);
 
 /**
  * `err` as a domain error whose message says what was being done. A client-facing refusal

@@ -6,6 +6,7 @@ export {
   invalid,
   isFault,
   notFound,
+  unsupported,
   withContext,
   type DomainErrorKind,
   type DomainErrorOptions,

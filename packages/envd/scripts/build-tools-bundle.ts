@@ -302,13 +302,19 @@ function copyExecutable(from: string, to: string): void {
 }
 
 /**
- * Compiles native/loop-refresh.c (see there: how envd drops a dead epoll interest a restored
- * checkpoint can carry) into <dir>/native/loop-refresh.node against the headers of the node that
- * runs this build, which is the node the bundle ships. Without a C compiler or node's headers the
- * bundle is built without it (envd then logs that it runs without the guard).
+ * The native addons of envd, each compiled from native/<name>.c into <dir>/native/<name>.node:
+ * loop-refresh (how envd drops a dead epoll interest a restored checkpoint can carry) and
+ * bind-mount (how envd gives a sandbox its own boot id, see src/boot-id.ts).
  */
-export function buildLoopRefresh(dir: string): string | undefined {
-  const out = path.join(dir, 'native', 'loop-refresh.node');
+export const NATIVE_ADDONS = ['loop-refresh', 'bind-mount'] as const;
+
+/**
+ * Compiles native/<name>.c into <dir>/native/<name>.node against the headers of the node that
+ * runs this build, which is the node the bundle ships. Without a C compiler or node's headers the
+ * bundle is built without it (envd then logs that it runs without what the addon gives).
+ */
+export function buildAddon(dir: string, name: (typeof NATIVE_ADDONS)[number]): string | undefined {
+  const out = path.join(dir, 'native', `${name}.node`);
   const include = path.resolve(path.dirname(fs.realpathSync(process.execPath)), '..', 'include', 'node');
   fs.mkdirSync(path.dirname(out), { recursive: true });
   try {
@@ -320,11 +326,11 @@ export function buildLoopRefresh(dir: string): string | undefined {
         '-O2',
         '-Wall',
         '-Werror',
-        '-DNODE_GYP_MODULE_NAME=loop_refresh',
+        `-DNODE_GYP_MODULE_NAME=${name.replace('-', '_')}`,
         `-I${include}`,
         '-o',
         out,
-        path.join(ENVD_DIR, 'native', 'loop-refresh.c'),
+        path.join(ENVD_DIR, 'native', `${name}.c`),
       ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
@@ -332,10 +338,10 @@ export function buildLoopRefresh(dir: string): string | undefined {
   } catch (err) {
     const e = err as { stderr?: Buffer; message: string };
     console.warn(
-      `tools bundle: native/loop-refresh.node not built (${e.stderr?.toString().trim() || e.message}); ` +
-        'envd will run without its restored-epoll guard',
+      `tools bundle: native/${name}.node not built (${e.stderr?.toString().trim() || e.message}); ` +
+        'envd will run without it',
     );
-    fs.rmSync(path.dirname(out), { recursive: true, force: true });
+    fs.rmSync(out, { force: true });
     return undefined;
   }
 }
@@ -348,12 +354,8 @@ async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest>
   const node = path.join(dir, 'bin', 'node');
   copyExecutable(fs.realpathSync(process.execPath), node);
 
-  const loopRefresh = buildLoopRefresh(dir);
-  const { libs, loader } = sharedLibraries([
-    node,
-    ...copyNativePackages(native, dir),
-    ...(loopRefresh ? [loopRefresh] : []),
-  ]);
+  const addons = NATIVE_ADDONS.flatMap((name) => buildAddon(dir, name) ?? []);
+  const { libs, loader } = sharedLibraries([node, ...copyNativePackages(native, dir), ...addons]);
   const libDir = path.join(dir, 'lib');
   for (const [soname, file] of libs) copyExecutable(file, path.join(libDir, soname));
   copyExecutable(loader, path.join(libDir, path.basename(loader)));

@@ -1,5 +1,5 @@
-import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
+import { loadAddon } from './native.js';
 
 /**
  * A restored checkpoint can carry a dead interest in the epoll instance of envd's event loop:
@@ -22,17 +22,7 @@ import type { Logger } from 'pino';
  */
 type Addon = { refreshEventLoop(): number };
 
-let addon: Addon | null | undefined;
-
-function load(): Addon | null {
-  if (addon !== undefined) return addon;
-  try {
-    addon = createRequire(import.meta.url)('./native/loop-refresh.node') as Addon;
-  } catch {
-    addon = null;
-  }
-  return addon;
-}
+const load = () => loadAddon<Addon>('loop-refresh');
 
 /** True when the guard is available (envd runs from the tools bundle). */
 export function loopRefreshAvailable(): boolean {

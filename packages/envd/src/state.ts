@@ -4,6 +4,8 @@ import { invalidArgument } from './errors.js';
 import { resolveUserPath } from './paths.js';
 import { UserDatabase, type SystemUser } from './users.js';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /**
  * How far ahead of envd's clock an /init's timestamp may be: the node and the sandbox share the
  * host's clock, so this only absorbs rounding. A later time is refused, since it would make envd
@@ -30,9 +32,9 @@ export class EnvdState {
   /**
    * Applies an /init body. Inits carry the node's clock; an older one than the last applied is
    * ignored, so a delayed retry cannot roll a sandbox back to stale settings; one from beyond
-   * INIT_CLOCK_SKEW_MS ahead is refused.
+   * INIT_CLOCK_SKEW_MS ahead is refused. True when the body was applied.
    */
-  init(body: Partial<EnvdInit>): void {
+  init(body: Partial<EnvdInit>): boolean {
     if (body.timestamp !== undefined) {
       const t = Date.parse(body.timestamp);
       if (Number.isNaN(t)) throw invalidArgument('timestamp must be an ISO-8601 time');
@@ -40,8 +42,11 @@ export class EnvdState {
         throw invalidArgument(
           `timestamp ${body.timestamp} is more than ${INIT_CLOCK_SKEW_MS / 1000} s ahead of the sandbox's clock`,
         );
-      if (t < this.lastInit) return;
+      if (t < this.lastInit) return false;
       this.lastInit = t;
+    }
+    if (body.bootId !== undefined && (typeof body.bootId !== 'string' || !UUID.test(body.bootId))) {
+      throw invalidArgument('bootId must be a lower-case UUID');
     }
     if (body.envVars !== undefined) {
       for (const [k, v] of Object.entries(body.envVars)) {
@@ -59,6 +64,7 @@ export class EnvdState {
     }
     if (body.defaultWorkdir !== undefined) this.defaultWorkdir = body.defaultWorkdir || undefined;
     if (body.accessToken !== undefined) this.accessToken = body.accessToken || undefined;
+    return true;
   }
 
   /** True when no token is set or the given one matches it. */

@@ -13,6 +13,8 @@ export interface EnvdInit {
   defaultWorkdir?: string;
   /** ISO-8601. */
   timestamp: string;
+  /** A fresh /proc/sys/kernel/random/boot_id, for a sandbox that starts fresh. */
+  bootId?: string;
 }
 
 /** GET /metrics: one sample of the sandbox's usage as envd sees it (bytes, percent, unix seconds). */

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { BootId } from '../boot-id.js';
 import { invalidArgument, unauthenticated } from '../errors.js';
 import type { EnvdInit } from '@agentenv/protocol';
 import type { EnvdState } from '../state.js';
@@ -9,7 +10,12 @@ import type { SystemMetrics } from '../metrics.js';
  * POST /init: the node hands over sandbox-wide settings. Once a token is set, only a caller
  * that knows it may change them, so a process inside the sandbox cannot take envd over.
  */
-export async function handleInit(req: IncomingMessage, res: ServerResponse, state: EnvdState): Promise<void> {
+export async function handleInit(
+  req: IncomingMessage,
+  res: ServerResponse,
+  state: EnvdState,
+  bootId: BootId,
+): Promise<void> {
   if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
     throw unauthenticated('unauthorized access, please provide a valid access token');
   }
@@ -17,7 +23,8 @@ export async function handleInit(req: IncomingMessage, res: ServerResponse, stat
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw invalidArgument('init body must be a JSON object');
   }
-  state.init(body as Partial<EnvdInit>);
+  const init = body as Partial<EnvdInit>;
+  if (state.init(init) && init.bootId) bootId.set(init.bootId);
   res.writeHead(204).end();
 }
 

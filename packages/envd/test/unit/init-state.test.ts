@@ -19,8 +19,17 @@ describe('/init state', () => {
 
   it('takes a timestamp within the skew, and ignores one older than the last applied', () => {
     const s = state();
-    s.init({ envVars: { A: '1' }, timestamp: at(NOW + INIT_CLOCK_SKEW_MS) });
-    s.init({ envVars: { A: 'stale' }, timestamp: at(NOW) });
+    expect(s.init({ envVars: { A: '1' }, timestamp: at(NOW + INIT_CLOCK_SKEW_MS) })).toBe(true);
+    expect(s.init({ envVars: { A: 'stale' }, timestamp: at(NOW) })).toBe(false);
     expect(s.envVars).toEqual({ A: '1' });
+  });
+
+  it('refuses a boot id that is not a lower-case UUID, applying nothing of that init', () => {
+    const s = state();
+    for (const bootId of ['', 'x', '../../etc/passwd', 'ABCDEF01-2345-6789-ABCD-EF0123456789', 7]) {
+      expect(() => s.init({ bootId: bootId as string, envVars: { A: '1' } })).toThrow(/bootId must be/);
+    }
+    expect(s.envVars).toEqual({});
+    expect(s.init({ bootId: '0f2c6d0e-0b8a-4d8e-9a47-3b1f6c2f9e10' })).toBe(true);
   });
 });

@@ -10,12 +10,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { buildLoopRefresh } from '../../scripts/build-tools-bundle.js';
+import { buildAddon } from '../../scripts/build-tools-bundle.js';
 
 const run = promisify(execFile);
 const FIXTURE = fileURLToPath(new URL('./fixtures/stale-epoll.mjs', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'aenv-loop-refresh-'));
-const addon = process.platform === 'linux' ? buildLoopRefresh(dir) : undefined;
+const addon = process.platform === 'linux' ? buildAddon(dir, 'loop-refresh') : undefined;
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 interface Outcome {

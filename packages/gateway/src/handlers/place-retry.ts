@@ -57,8 +57,8 @@ export async function placeAndSend(
     }
     void release(ctx, reservationId);
     // Full, or failed to start it (an overloaded node's restore timing out): no sandbox was
-    // made, so another node may try.
-    if (isCapacityRefusal(answer) || answer.status >= 500) {
+    // made, so another node may try. 501 asks for a feature no node has: the client's answer.
+    if (isCapacityRefusal(answer) || (answer.status >= 500 && answer.status !== 501)) {
       ctx.metrics.placements.inc({
         outcome: answer.status >= 500 && answer.status !== 503 ? 'node_failed' : 'node_full',
       });

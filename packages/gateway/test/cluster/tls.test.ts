@@ -38,13 +38,30 @@ export async function runTlsClient(certs: TestCerts): Promise<Record<string, unk
   return JSON.parse(stdout.trim().split('\n').at(-1)!) as Record<string, unknown>;
 }
 
+/**
+ * What the SDK user saw over TLS at `https://{port}-{id}.{domain}`: a private sandbox port
+ * (allowPublicTraffic: false) over HTTP/1.1, HTTP/2, SSE and WebSocket with the traffic token and
+ * refused without it, and a paused sandbox resumed by traffic that carries the token only.
+ */
 export function expectServedOverTls(out: Record<string, unknown>): void {
   expect(out.echo).toBe('over-tls');
   expect(out.host).toBe(`8080-${String(out.sandboxId)}.${DOMAIN}`);
   expect(out.http1).toBe('served over tls\n');
+  expect(out.withoutToken).toBe(403);
+  expect(out.wrongToken).toBe(403);
   expect(out.alpn).toBe('h2');
   expect(out.http2Status).toBe(200);
   expect(out.http2).toBe('served over tls\n');
+  expect(out.sse).toEqual({
+    type: 'text/event-stream',
+    body: 'data: tick 0\n\ndata: tick 1\n\ndata: tick 2\n\n',
+  });
+  expect(out.websocket).toEqual({ status: 101, message: 'echo: hello over tls' });
+  expect(out.websocketWithoutToken).toEqual({ status: 403 });
+  expect(out.pausedWithoutToken).toBe(403);
+  expect(out.stateAfterRefusal).toBe('paused');
+  expect(out.resumed).toEqual({ status: 200, body: 'served over tls\n' });
+  expect(out.stateAfterTraffic).toBe('running');
 }
 
 /** ALPN as a client sees it: h2 when offered, HTTP/1.1 otherwise. */
@@ -101,7 +118,7 @@ describe('a stand-alone node with TLS', () => {
     await expectAlpn(certs);
   });
 
-  it("serves the E2B SDK at https://49983-{id}.{domain} and the sandbox's getHost() URL", async () => {
+  it('serves the E2B SDK at https://49983-{id}.{domain} and a private getHost() URL: HTTP/1.1, HTTP/2, SSE, WebSocket, resume on traffic', async () => {
     expectServedOverTls(await runTlsClient(certs));
   });
 });
@@ -130,7 +147,7 @@ describe('the gateway with TLS in front of a cluster', () => {
     await expectAlpn(certs);
   });
 
-  it('serves the SDK and getHost() URLs at https://{port}-{id}.{domain} through the gateway', async () => {
+  it('serves the SDK and private getHost() URLs at https://{port}-{id}.{domain} through the gateway: HTTP/1.1, HTTP/2, SSE, WebSocket, resume on traffic', async () => {
     expectServedOverTls(await runTlsClient(certs));
   });
 });

@@ -94,6 +94,15 @@ describe('placement of a create', () => {
     expect(log).toEqual(['schedule exclude=', 'release r-a']);
   });
 
+  it('passes a 501 (a feature no node has, docs/compatibility.md) to the client without trying another node', async () => {
+    const { ctx, log } = scheduler(['a', 'b']);
+    const message = 'iam is not supported by AgentENV: it issues no workload identity tokens';
+    const r = await placeAndSend(ctx, {}, async () => answer(501, { code: 501, message }));
+    expect(r.answer.status).toBe(501);
+    expect(JSON.parse(r.answer.body.toString())).toEqual({ code: 501, message });
+    expect(log).toEqual(['schedule exclude=', 'release r-a']);
+  });
+
   it('keeps the exclusions a caller asked for, and refuses as the scheduler did when none are its own', async () => {
     const { ctx, log } = scheduler(['a']);
     await expect(placeAndSend(ctx, { excludeNodes: ['a'] }, async () => answer(201))).rejects.toMatchObject({

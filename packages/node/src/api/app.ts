@@ -13,6 +13,7 @@ import type { BuildFiles, BuiltTemplates } from '../templates/index.js';
 import { asPublic, authGate, PUBLIC_ROUTE, routeRecorder, type RouteAccess } from './auth.js';
 import { edgeServerFactory } from './edge.js';
 import { errorHandler } from './errors.js';
+import { unsupportedRoutes } from './unsupported.js';
 import {
   dashboardRoutes,
   eventRoutes,
@@ -132,6 +133,7 @@ async function registerRoutes(app: NodeApp, deps: AppDeps): Promise<void> {
     files: deps.templates.files,
     snapshots: deps.snapshots,
   });
+  await app.register(unsupportedRoutes);
   if (deps.dashboard) {
     await app.register(dashboardRoutes, {
       orchestrator: deps.orchestrator,

@@ -69,6 +69,9 @@ export const NetworkUpdateBody = Type.Object(
     allowOut: Type.Optional(Cidrs),
     denyOut: Type.Optional(Cidrs),
     allow_internet_access: Type.Optional(Type.Boolean()),
+    // E2B's egress proxy and its per-domain rules: taken here only to be refused by name.
+    egressProxy: Type.Optional(Type.Unknown()),
+    rules: Type.Optional(Type.Unknown()),
   },
   { additionalProperties: false },
 );

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { invalid, withContext } from '@agentenv/common';
 import type { EnvdInit } from '@agentenv/protocol';
 import { initDefaults } from '../envd/index.js';
@@ -189,7 +190,10 @@ export class Creator {
   }
 }
 
-/** What envd is told at /init: the sandbox's ids, tokens, variables and defaults. */
+/**
+ * What envd is told at /init: the sandbox's ids, tokens, variables and defaults, and a boot id of
+ * its own (every caller starts a sandbox fresh: a create, a fork child, a filesystem-only resume).
+ */
 export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: number): EnvdInit {
   return {
     envVars: {
@@ -205,6 +209,7 @@ export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: num
     // default user their source had.
     ...initDefaults(template.sandboxDefaults),
     timestamp: isoTime(now),
+    bootId: randomUUID(),
   };
 }
 

@@ -1,4 +1,4 @@
-import { Sandbox, Template } from 'e2b';
+import { CommandExitError, Sandbox, Secret, Template } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, useTestServer } from '@agentenv/test-support/server';
@@ -80,5 +80,58 @@ describe('GET /templates/aliases/{alias}', () => {
 
     const anonymous = await fetch(new URL('/templates/aliases/base', process.env.E2B_API_URL));
     expect(anonymous.status).toBe(401);
+  });
+});
+
+describe('/proc/sys/kernel/random/boot_id', () => {
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+  const bootId = async (s: Sandbox) =>
+    (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim();
+
+  it('is new for a create, a fork child and a filesystem-only resume; a memory resume keeps it', async () => {
+    const a = await Sandbox.create({ timeoutMs: 120_000 });
+    const b = await Sandbox.create();
+    try {
+      const first = await bootId(a);
+      expect(first).toMatch(UUID);
+      expect(await bootId(b)).not.toBe(first);
+      const write = await a.commands
+        .run('echo 0 > /proc/sys/kernel/random/boot_id', { user: 'root' })
+        .catch((e: unknown) => e);
+      expect(write).toBeInstanceOf(CommandExitError);
+
+      const [child] = await a.fork({ count: 1 } as never);
+      expect(child).toBeInstanceOf(Sandbox);
+      const childId = await bootId(child as Sandbox);
+      await (child as Sandbox).kill();
+      expect(childId).toMatch(UUID);
+      expect(childId).not.toBe(first);
+
+      await a.pause();
+      expect(await bootId(await Sandbox.connect(a.sandboxId))).toBe(first);
+      await a.pause({ keepMemory: false });
+      const cold = await bootId(await Sandbox.connect(a.sandboxId));
+      expect(cold).toMatch(UUID);
+      expect(cold).not.toBe(first);
+    } finally {
+      await a.kill();
+      await b.kill();
+    }
+  });
+});
+
+describe('what AgentENV does not have fails clearly through the SDK (docs/compatibility.md)', () => {
+  it('Secret.* and the create options of features it lacks', async () => {
+    await expect(Secret.exists('openai-key')).rejects.toThrow(
+      /^501: secrets .* is not supported by AgentENV/,
+    );
+    await expect(
+      Sandbox.create({
+        iam: { tokens: { aws: Secret.iamToken({ audience: 'sts', tokenType: 'JWT-SVID' }) } },
+      }),
+    ).rejects.toThrow(/^501: iam is not supported by AgentENV/);
+    await expect(Sandbox.create({ network: { httpsPorts: [3000] } })).rejects.toThrow(
+      /^501: network.httpsPorts is not supported by AgentENV/,
+    );
   });
 });

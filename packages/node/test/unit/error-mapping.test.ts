@@ -23,6 +23,7 @@ const KIND_STATUS: Record<DomainErrorKind, number> = {
   unavailable: 503,
   runtime_failure: 500,
   timeout: 504,
+  unsupported: 501,
   internal: 500,
 };
 

@@ -14,6 +14,7 @@ export const CONNECT_CODE: Readonly<Record<DomainErrorKind, Code>> = {
   unavailable: Code.Unavailable,
   bad_gateway: Code.Unavailable,
   timeout: Code.DeadlineExceeded,
+  unsupported: Code.Unimplemented,
   runtime_failure: Code.Internal,
   internal: Code.Internal,
 };
@@ -27,6 +28,7 @@ const KIND_OF_CODE: ReadonlyMap<Code, DomainErrorKind> = new Map([
   [Code.FailedPrecondition, 'conflict'],
   [Code.ResourceExhausted, 'capacity'],
   [Code.DeadlineExceeded, 'timeout'],
+  [Code.Unimplemented, 'unsupported'],
   [Code.Internal, 'internal'],
 ]);
 

@@ -40,6 +40,7 @@ import {
   TimeoutBody,
 } from '../schemas.js';
 import { parseLifecycle } from '../lifecycle.js';
+import { refuseUnsupportedCreate, refuseUnsupportedNetworkUpdate } from '../unsupported.js';
 import { detailBody, listedBody, sandboxBody } from '../serialize.js';
 import type { VolumeMounts } from '../../volumes/index.js';
 
@@ -79,6 +80,7 @@ export function createInput(
   defaultTimeoutSecs: number,
 ): Omit<CreateSandboxInput, 'source'> {
   refuseZeroTimeout(body.timeout);
+  refuseUnsupportedCreate(body);
   const egress = validateEgress({
     allowInternet: body.allow_internet_access ?? true,
     allowOut: body.network?.allowOut ?? [],
@@ -301,6 +303,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
     '/sandboxes/:sandboxID/network',
     { schema: { params: SandboxParams, body: NetworkUpdateBody } },
     async (req, reply) => {
+      refuseUnsupportedNetworkUpdate(req.body);
       const current = orch.get(req.params.sandboxID).egress;
       const egress = validateEgress({
         allowInternet: req.body.allow_internet_access ?? current.allowInternet,

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { DEFAULT_TEMPLATE, invalid, notFound } from '@agentenv/common';
 import type { SnapshotCatalog } from '../../orchestrator/index.js';
 import { checkFilesHash, type BuildFiles, type BuiltTemplates } from '../../templates/index.js';
+import { refuseUnsupportedBuild } from '../unsupported.js';
 
 export interface TemplateRoutesOptions {
   templates: BuiltTemplates;
@@ -111,6 +112,7 @@ export const templateRoutes: FastifyPluginAsyncTypebox<TemplateRoutesOptions> = 
     '/v2/templates/:templateID/builds/:buildID',
     { schema: { params: BuildParams, body: BuildBody } },
     async (req, reply) => {
+      refuseUnsupportedBuild(req.body);
       templates.trigger(req.params.templateID, req.params.buildID, {
         ...req.body,
         steps: req.body.steps ?? [],
