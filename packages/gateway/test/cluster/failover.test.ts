@@ -154,7 +154,9 @@ describe('node loss and scheduler restarts (Redis store)', () => {
       // Still so once the scheduler judged the node unhealthy.
       await eventually(
         async () =>
-          expect((await c.api('GET', `/nodes/${TestCluster.nodeId(y)}`)).json.status, `node ${y}`).toBe('unhealthy'),
+          expect((await c.api('GET', `/nodes/${TestCluster.nodeId(y)}`)).json.status, `node ${y}`).toBe(
+            'unhealthy',
+          ),
         { timeoutMs: 30_000, intervalMs: 250 },
       );
       expect((await c.api('POST', `/sandboxes/${sbx.sandboxId}/connect`, {})).status).toBe(503);
@@ -164,7 +166,9 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     await c.startNode(y);
     await eventually(
       async () =>
-        expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).json.pauseStored, 'pause stored').toBe(true),
+        expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).json.pauseStored, 'pause stored').toBe(
+          true,
+        ),
       { timeoutMs: 60_000, intervalMs: 250 },
     );
     const storedAt = Date.now();

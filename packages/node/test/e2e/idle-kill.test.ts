@@ -16,7 +16,6 @@ beforeAll(async () => {
   await warm.kill();
 }, 300_000);
 
-
 /** The cgroup of the sandbox `create` makes (the one that was not there before). */
 async function created(create: () => Promise<Sandbox>): Promise<{ sbx: Sandbox; cgroup: string }> {
   const before = cgroups();

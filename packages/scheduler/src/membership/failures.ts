@@ -1,7 +1,8 @@
 import type { Clock } from '../clock.js';
 import type { EventLog } from '../events.js';
 import { nodeFailureReason, unstoredPauseReason } from './health.js';
-import type { Membership, NodeView } from './membership.js';
+import type { Membership } from './membership.js';
+import type { Candidate } from '../schedule/scoring/candidate.js';
 import type { Binding } from '../model.js';
 import type { SchedulerSettings } from '../settings.js';
 import type { SchedulerStore } from '../store/store.js';
@@ -53,7 +54,7 @@ export class FailureDetector {
   }
 
   /** The first sweep after the node went silent. */
-  private async failed(v: NodeView, last: number): Promise<FailureReport | undefined> {
+  private async failed(v: Candidate, last: number): Promise<FailureReport | undefined> {
     if (!(await this.store.claimOnce(`failure:${v.node.nodeId}:${last}`, this.settings.lostRetentionMs)))
       return undefined;
     const now = this.clock.now();
@@ -73,7 +74,7 @@ export class FailureDetector {
   }
 
   /** Once the node is gone for good: the pauses only it held are lost. */
-  private async gone(v: NodeView, last: number): Promise<string[]> {
+  private async gone(v: Candidate, last: number): Promise<string[]> {
     const now = this.clock.now();
     if (now - last < this.settings.nodeGoneAfterMs) return [];
     if (!(await this.store.claimOnce(`gone:${v.node.nodeId}:${last}`, this.settings.lostRetentionMs)))

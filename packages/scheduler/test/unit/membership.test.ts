@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { EventLog } from '../../src/events.js';
 import { nodeStatus, Watch } from '../../src/membership/health.js';
+import { FailureDetector } from '../../src/membership/failures.js';
+import { Membership } from '../../src/membership/membership.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import { heartbeat, ManualClock, nodeRecord, running, schedulerParts, settings } from './helpers.js';
 

@@ -2,13 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static } from 'typebox';
 import { DEFAULT_TEMPLATE, DomainError, invalid, parseListQuery, queryPage } from '@agentenv/common';
 import { PAUSE_STORED_HEADER } from '@agentenv/protocol';
-import {
-  bucketSamples,
-  metricBody,
-  metricsRange,
-  type MetricsHistory,
-  type UsageSample,
-} from '../../metrics/index.js';
+import { bucketSamples, metricBody, metricsRange, type MetricsHistory } from '../../metrics/index.js';
 import { validateEgressRules as validateEgress } from '../../network/index.js';
 import { DEFAULT_RESOURCES } from '../../runtime/index.js';
 import {
