@@ -73,7 +73,10 @@ export class Membership {
   ) {
     this.expected = new Map(settings.expectedNodes.map((n) => [n.nodeId, n.advertiseUrl]));
     this.retentionMs = nodeRetentionMs(settings);
-    this.index = new NodeIndex(store, clock, settings.heartbeatIntervalMs / 4);
+    // Only another replica's writes need a quick reload; a store of this process alone is read
+    // again only to forget what expired in it.
+    const reloadMs = settings.heartbeatIntervalMs * (store.shared ? 1 / 4 : 60);
+    this.index = new NodeIndex(store, clock, reloadMs);
     this.rosters = new RosterSync(store, settings);
   }
 

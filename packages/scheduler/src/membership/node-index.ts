@@ -116,7 +116,7 @@ export class NodeIndex {
   private hold(nodeId: string, keys: readonly string[], sign: 1 | -1): void {
     for (const key of keys) {
       const ids = this.holders.get(key) ?? [];
-      if (sign > 0) this.holders.set(key, [...ids, nodeId]);
+      if (sign > 0) this.holders.set(key, ids).get(key)!.push(nodeId);
       else if (ids.length <= 1) this.holders.delete(key);
       else
         this.holders.set(

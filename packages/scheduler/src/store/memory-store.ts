@@ -23,6 +23,7 @@ interface Expiring<T> {
  * (rosters carry every binding) after a restart. Expiry is checked against the injected clock.
  */
 export class MemoryStore implements SchedulerStore {
+  readonly shared = false;
   private readonly nodes = new Map<string, { node: NodeRecord; roster: RosterEntry[]; expiresMs: number }>();
   private readonly chunkKeys = new Map<string, string[]>();
   private readonly drainMarks = new Map<string, string>();

@@ -46,6 +46,7 @@ export interface RedisStoreOptions {
  * bounded lists and a pub/sub channel that every replica forwards to its watchers.
  */
 export class RedisStore implements SchedulerStore {
+  readonly shared = true;
   private readonly redis: Redis;
   private subscriber: Redis | undefined;
   private readonly bus = new EventEmitter().setMaxListeners(0);

@@ -18,6 +18,8 @@ import type {
  * store loses (a Redis restarted without persistence) the next heartbeats write again.
  */
 export interface SchedulerStore {
+  /** Whether other scheduler replicas write to this store too. */
+  readonly shared: boolean;
   /**
    * Writes a node and its roster; they, and the node's chunk keys, drain mark and binding index,
    * expire `ttlMs` after this write unless written again (heartbeats keep them).
