@@ -25,8 +25,9 @@ type Change = (s: State) => void;
  * live reservations (summed per node) and the announced captures. This process's own writes change
  * it as they are made (a heartbeat, a reservation and its end, a drain, an announcement), so a
  * placement reads no store; what other replicas write it reloads from the store every
- * `refreshMs`, in the background, so a replica counts another's reservations that much later. A
- * reload replays the changes made while it read, so a write is never lost to a read begun before it.
+ * `refreshMs`, before the first decision that finds the index older than that, so a replica counts
+ * another's reservations at most that much later. A reload replays the changes made while it read
+ * and the reservations of this process not yet written, so a write is never lost to a read.
  */
 export class NodeIndex {
   private state: State = empty();
@@ -41,6 +42,8 @@ export class NodeIndex {
   private loadedMs: number | undefined;
   private loading: Promise<void> | undefined;
   private during: Change[] | undefined;
+  /** Reservations of this process whose store write has not yet answered. */
+  private readonly unsaved = new Map<string, Reservation>();
 
   constructor(
     private readonly store: SchedulerStore,
@@ -48,10 +51,10 @@ export class NodeIndex {
     private readonly refreshMs: number,
   ) {}
 
-  /** Loaded the first time (a failing store fails the caller); later reloaded in the background. */
+  /** Loaded the first time and again once `refreshMs` old (a failing store fails the caller). */
   async ready(): Promise<void> {
-    if (this.loadedMs === undefined) return this.reload();
-    if (this.clock.now() - this.loadedMs >= this.refreshMs) void this.reload().catch(() => undefined);
+    if (this.loadedMs === undefined || this.clock.now() - this.loadedMs >= this.refreshMs)
+      return this.reload();
   }
 
   private reload(): Promise<void> {
@@ -72,6 +75,7 @@ export class NodeIndex {
           announced: new Map(announced.map((a) => [announcedId(a), a])),
         };
         for (const c of changes) c(next);
+        for (const r of this.unsaved.values()) next.reservations.set(r.id, r);
         this.state = next;
         this.ids = [...next.nodes.keys()];
         this.holders = new Map();
@@ -132,6 +136,7 @@ export class NodeIndex {
 
   putReservations(rs: readonly Reservation[]): void {
     for (const r of rs) {
+      this.unsaved.set(r.id, r);
       this.uncount(r.id);
       this.count(r, 1);
     }
@@ -140,8 +145,14 @@ export class NodeIndex {
 
   /** Ends a reservation here; the store's own take decides who got it. */
   takeReservation(id: string): void {
+    this.unsaved.delete(id);
     this.uncount(id);
     this.change((s) => s.reservations.delete(id));
+  }
+
+  /** The store holds the reservation now: a reload reads it from there. */
+  saved(id: string): void {
+    this.unsaved.delete(id);
   }
 
   /** Live reservations of a node. */

@@ -153,6 +153,7 @@ export class Reservations {
     this.index.putReservations([reservation]);
     try {
       await this.reservations.put(reservation);
+      this.index.saved(reservation.id);
     } catch (err) {
       this.index.takeReservation(reservation.id);
       throw err;
@@ -216,6 +217,7 @@ export class Reservations {
       const held = { ...reservation, nodeId: a.nodeId, sandboxIds: a.sandboxIds, expiresMs };
       this.index.putReservations([held]);
       await this.reservations.put(held);
+      this.index.saved(held.id);
     }
     const bindings: Binding[] = a.sandboxIds
       .filter((id) => !reported(id))

@@ -381,9 +381,13 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
       ['n1', NodeStatus.READY],
       ['n2', NodeStatus.READY],
     ]);
-    // Alternating replicas still spread: each sees the other's reservations.
+    // Alternating replicas still spread: each counts the other's reservations once its index is
+    // a quarter interval old (node-index.ts), which a replica's next decision then reloads.
     const picks = [];
-    for (let i = 0; i < 8; i++) picks.push((await (i % 2 ? cb : ca).schedule({})).node!.nodeId);
+    for (let i = 0; i < 8; i++) {
+      picks.push((await (i % 2 ? cb : ca).schedule({})).node!.nodeId);
+      await new Promise((r) => setTimeout(r, INTERVAL_MS / 2));
+    }
     expect(picks.filter((n) => n === 'n1')).toHaveLength(4);
     expect((await cb.listNodes({})).nodes.map((n) => n.reservedCount)).toEqual([4, 4]);
 

@@ -32,9 +32,8 @@ describe('node index', () => {
     await store.putReservations([mine, rsv('theirs', 'a', clock.now() + 5000)]);
     expect(reserved('a')).toBe(1);
     clock.advance(500);
-    // Old enough: reloaded in the background, and counted from then on.
+    // Old enough: the next decision reloads it first, and counts it from then on.
     await index.ready();
-    await new Promise((r) => setImmediate(r));
     expect(reserved('a')).toBe(2);
     clock.advance(4500);
     expect(reserved('a')).toBe(0);
@@ -52,12 +51,29 @@ describe('node index', () => {
       return read;
     };
     clock.advance(500);
-    await index.ready();
+    const reloading = index.ready();
+    while (!release) await new Promise((r) => setImmediate(r));
     index.putReservations([rsv('during', 'a', clock.now() + 5000)]);
     release();
-    await new Promise((r) => setImmediate(r));
+    await reloading;
     expect(reserved('a')).toBe(1);
     index.takeReservation('during');
     expect(reserved('a')).toBe(0);
+  });
+
+  it('keeps its own reservation whose store write had not answered when a reload read the store', async () => {
+    const { clock, store, index, reserved } = setup();
+    await store.putNode(nodeRecord('a'), [], 60_000);
+    await index.ready();
+    const pending = rsv('pending', 'a', clock.now() + 5000);
+    index.putReservations([pending]);
+    clock.advance(500);
+    await index.ready();
+    expect(reserved('a')).toBe(1);
+    await store.putReservations([pending]);
+    index.saved('pending');
+    clock.advance(500);
+    await index.ready();
+    expect(reserved('a')).toBe(1);
   });
 });
