@@ -58,8 +58,16 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     const pid = (await paused.commands.run('pgrep -x sleep')).stdout.trim();
     expect(pid).toMatch(/^\d+$/);
     await paused.pause();
-    // Another node can take it over only from the shared repository.
+    // Another node can take it over only from the shared repository, once the cluster knows the
+    // pause is there (the node's next heartbeat says so).
     await pauseStored(paused.sandboxId);
+    await eventually(
+      async () =>
+        expect((await c.api('GET', `/sandboxes/${paused.sandboxId}`)).json.pauseStored, 'pause stored').toBe(
+          true,
+        ),
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
 
     // The cluster's event stream, read as a client would, from before the failure.
     const stream = await fetch(`${c.gatewayUrl}/events`, { headers: { 'x-api-key': API_KEY } });
