@@ -129,7 +129,7 @@ export class Creator {
     const pooled = pool?.take(template);
     if (pooled) {
       Object.assign(taken, pooled);
-      await Promise.all([d.driver.thaw(pooled.handle), d.slots.setEgress(pooled.slot, rec.egress)]);
+      await d.slots.setEgress(pooled.slot, rec.egress);
       return pooled;
     }
     const volumes = volumeMountsOf(input);

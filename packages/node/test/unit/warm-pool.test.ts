@@ -17,29 +17,6 @@ describe('warm pool', () => {
     expect(node.slots.used).toBe(2 + 2);
   });
 
-  it('keeps its waiting sandboxes frozen and thaws the one a create takes', async () => {
-    const node = new FakeNode({ poolSize: 2 });
-    const first = await node.create();
-    await until(() => pooled(node) === 2, 'a full pool');
-    const waiting = node.driver.running().filter((h) => h.id !== first.handle!.id);
-    const states = await Promise.all(waiting.map((h) => node.driver.status(h)));
-    expect(states).toEqual(['frozen', 'frozen']);
-    const rec = await node.create();
-    expect(waiting.map((h) => h.id)).toContain(rec.handle!.id);
-    expect(await node.driver.status(rec.handle!)).toBe('running');
-  });
-
-  it('a sandbox that cannot be frozen is killed rather than kept waiting', async () => {
-    const node = new FakeNode({ poolSize: 1 });
-    node.driver.faults.failNext('freeze');
-    await node.create();
-    // The refill's freeze failed: its sandbox and slot are gone; the next create fills the pool.
-    await until(() => node.driver.running().length === 1 && node.slots.used === 1, 'the sandbox killed');
-    expect(pooled(node)).toBe(0);
-    await node.create();
-    await until(() => pooled(node) === 1);
-  });
-
   it('sets the egress rules of the create on the sandbox it takes', async () => {
     const node = new FakeNode({ poolSize: 1 });
     await node.create();
