@@ -59,13 +59,15 @@ describe('node loss and scheduler restarts (Redis store)', () => {
     expect(pid).toMatch(/^\d+$/);
     await paused.pause();
     // Another node can take it over only from the shared repository, once the cluster knows the
-    // pause is there (the node's next heartbeat says so).
+    // pause is there: from a heartbeat of its node built after the upload (one interval later).
     await pauseStored(paused.sandboxId);
+    const storedAt = Date.now();
     await eventually(
       async () =>
-        expect((await c.api('GET', `/sandboxes/${paused.sandboxId}`)).json.pauseStored, 'pause stored').toBe(
-          true,
-        ),
+        expect(
+          Date.parse(String((await c.api('GET', `/nodes/${TestCluster.nodeId(x)}`)).json.lastHeartbeat)),
+          `a heartbeat of node ${x} after the pause was stored`,
+        ).toBeGreaterThan(storedAt + 2_000),
       { timeoutMs: 30_000, intervalMs: 250 },
     );
 

@@ -13,7 +13,7 @@ interface Seen {
 
 /** What of an entry its binding mirrors: the same key, nothing to write. */
 const entryKey = (e: RosterEntry) =>
-  `${e.state}\n${e.pauseId ?? ''}\n${e.templateId}\n${e.cpuCount}\n${e.memoryMib}`;
+  `${e.state}\n${e.pauseId ?? ''}\n${e.pauseLocalOnly === true}\n${e.templateId}\n${e.cpuCount}\n${e.memoryMib}`;
 
 /**
  * Brings the stored bindings in line with each node's roster. A node sends its whole roster with

@@ -37,6 +37,19 @@ describe('roster sync', () => {
     expect(await state('s20')).toBe('running');
   });
 
+  it('writes a paused entry again once its pause is stored (only the pause-local flag changed)', async () => {
+    const { clock, store, sync, written } = setup();
+    const paused = running('p', { state: 'paused', pauseId: 'pz', pauseLocalOnly: true });
+    await sync.sync('a', [paused], clock.now(), false);
+    expect((await store.getBindings(['p'])).get('p')?.pauseLocalOnly).toBe(true);
+    written.length = 0;
+    clock.advance(2000);
+    const { pauseLocalOnly: _local, ...stored } = paused;
+    await sync.sync('a', [stored], clock.now(), true);
+    expect(written).toEqual(['p']);
+    expect((await store.getBindings(['p'])).get('p')?.pauseLocalOnly).toBeUndefined();
+  });
+
   it('drops an assignment the roster never lists once its grace is over', async () => {
     const { clock, store, s, sync, state } = setup();
     await sync.sync('a', roster(3), clock.now(), false);
