@@ -1,7 +1,7 @@
 import { PAUSE_STORED_HEADER } from '@agentenv/protocol';
 import type { GatewayContext } from '../context.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
-import { callOnItsNode, relay } from './sandbox.js';
+import { callOnItsNode, relay, tellScheduler } from './sandbox.js';
 
 /**
  * A pause, on the sandbox's node. The scheduler is told before the client hears of it, with
@@ -20,12 +20,13 @@ export async function handlePause(
   const { b, answer } = called;
   if (answer.status >= 200 && answer.status < 300) {
     const stored = answer.headers[PAUSE_STORED_HEADER] === 'true';
-    await ctx.scheduler.recordPause(sandboxId, b.node.nodeId, stored).catch((err: unknown) => {
-      ctx.logger.warn(
-        { sandboxId, node: b.node.nodeId, err: (err as Error).message },
-        'recording a pause with the scheduler failed: the node heartbeat will say it',
-      );
-    });
+    await tellScheduler(
+      ctx,
+      sandboxId,
+      b,
+      'recording a pause with the scheduler failed: the node heartbeat will say it',
+      () => ctx.scheduler.recordPause(sandboxId, b.node.nodeId, stored),
+    );
   }
   relay(res, answer);
 }

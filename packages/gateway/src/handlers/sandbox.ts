@@ -123,6 +123,22 @@ export async function callOnItsNode(
 }
 
 /**
+ * Tells the scheduler what the sandbox's node just did, before the client hears of it. A failure
+ * is logged and not the client's: the node's next heartbeat says the same, a little later.
+ */
+export async function tellScheduler(
+  ctx: GatewayContext,
+  sandboxId: string,
+  b: Binding,
+  failure: string,
+  call: () => Promise<unknown>,
+): Promise<void> {
+  await call().catch((err: unknown) => {
+    ctx.logger.warn({ sandboxId, node: b.node.nodeId, err: (err as Error).message }, failure);
+  });
+}
+
+/**
  * A snapshot, taken on the sandbox's node. That node's runtime cache holds it from then on; the
  * scheduler is told before the client hears of the snapshot, so the creates from it that follow
  * go to that node while it has room, instead of waiting for the node's next heartbeat to say so.
@@ -141,12 +157,10 @@ export async function handleSnapshot(
     if (typeof snap.snapshotID === 'string') {
       const names = Array.isArray(snap.names) ? snap.names.filter((n) => typeof n === 'string') : [];
       // The snapshot exists whatever the scheduler says; without this only locality is late.
-      await ctx.scheduler.recordSnapshot(b.node.nodeId, snap.snapshotID, names).catch((err: unknown) => {
-        ctx.logger.warn(
-          { sandboxId, node: b.node.nodeId, err: (err as Error).message },
-          'recording a snapshot for placement failed',
-        );
-      });
+      const snapshotID = snap.snapshotID;
+      await tellScheduler(ctx, sandboxId, b, 'recording a snapshot for placement failed', () =>
+        ctx.scheduler.recordSnapshot(b.node.nodeId, snapshotID, names),
+      );
     }
   }
   relay(res, answer);
