@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { DEFAULT_STREAM_LIMITS, type StreamLimits } from '@agentenv/common';
+import { schedulerUrls } from '@agentenv/scheduler';
 
 type Env = Record<string, string | undefined>;
 
@@ -11,6 +12,7 @@ export class GatewayConfigError extends Error {
 export interface GatewayConfig {
   host: string;
   port: number;
+  /** One scheduler's base URL, or its replicas' separated by commas. */
   schedulerUrl: string;
   apiKey: string;
   domains: string[];
@@ -57,9 +59,9 @@ function keyFile(path: string | undefined): string | undefined {
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const schedulerUrl = env.AENV_SCHEDULER_URL ?? 'http://127.0.0.1:9090';
   try {
-    new URL(schedulerUrl);
-  } catch {
-    throw new GatewayConfigError(`AENV_SCHEDULER_URL is not a URL: ${schedulerUrl}`);
+    schedulerUrls(schedulerUrl);
+  } catch (err) {
+    throw new GatewayConfigError(`AENV_SCHEDULER_URL: ${(err as Error).message}`);
   }
   const apiKey = env.AENV_API_KEY || keyFile(env.AENV_API_KEY_FILE);
   if (!apiKey)

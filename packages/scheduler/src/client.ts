@@ -1,11 +1,15 @@
 import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { SchedulerService } from '@agentenv/protocol/scheduler';
+import { isTransportFailure } from './rpc/errors.js';
 
 export type SchedulerClient = Client<typeof SchedulerService>;
 
 export interface SchedulerClientOptions {
-  /** The scheduler's base URL, e.g. http://10.0.0.1:9090. */
+  /**
+   * The scheduler's base URL, e.g. http://10.0.0.1:9090, or the URLs of its replicas separated by
+   * commas (`schedulerUrls` splits and checks such a list).
+   */
   url: string;
   apiKey: string;
   /** `connect` over HTTP/1.1 (default) or `grpc` over HTTP/2. */
@@ -14,16 +18,59 @@ export interface SchedulerClientOptions {
   timeoutMs?: number;
 }
 
+/** The replicas' base URLs of a comma-separated list; throws on anything but http(s) URLs. */
+export function schedulerUrls(list: string): string[] {
+  const urls = list
+    .split(',')
+    .map((s) => s.trim().replace(/\/+$/, ''))
+    .filter(Boolean);
+  if (!urls.length) throw new Error('no scheduler URL');
+  for (const u of urls) {
+    let parsed: URL;
+    try {
+      parsed = new URL(u);
+    } catch {
+      throw new Error(`not a URL: ${u}`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+      throw new Error(`not an http(s) URL: ${u}`);
+  }
+  return urls;
+}
+
+/**
+ * Replicas share their state through the store, so any of them can answer any call. A call that
+ * could not reach one (the socket failed) goes to the next; the replica that answered last is
+ * asked first, so a dead one costs a refused connection once, not on every call.
+ */
+function failover(urls: string[]): Interceptor {
+  let preferred = 0;
+  return (next) => async (req) => {
+    const method = req.url.slice(urls[0]!.length);
+    for (let tried = 0; ; tried++) {
+      const i = (preferred + tried) % urls.length;
+      try {
+        const res = await next({ ...req, url: urls[i] + method });
+        preferred = i;
+        return res;
+      } catch (err) {
+        if (tried + 1 >= urls.length || !isTransportFailure(err) || req.signal.aborted) throw err;
+      }
+    }
+  };
+}
+
 /** A scheduler.v1 client that sends the cluster API key with every call. */
 export function createSchedulerClient(o: SchedulerClientOptions): SchedulerClient {
+  const urls = schedulerUrls(o.url);
   const withKey: Interceptor = (next) => (req) => {
     req.header.set('x-api-key', o.apiKey);
     return next(req);
   };
   const timeout = o.timeoutMs ?? 10_000;
   const common = {
-    baseUrl: o.url,
-    interceptors: [withKey],
+    baseUrl: urls[0]!,
+    interceptors: urls.length > 1 ? [withKey, failover(urls)] : [withKey],
     ...(timeout > 0 ? { defaultTimeoutMs: timeout } : {}),
   };
   const transport =

@@ -99,6 +99,7 @@ describe('gateway config', () => {
       AENV_TLS_CERT: '/c.pem',
       AENV_TLS_KEY: '/k.pem',
       GATEWAY_CREATE_QUEUE: '7',
+      AENV_SCHEDULER_URL: 'http://s1:9090, http://s2:9090',
     });
     expect(c).toMatchObject({
       host: '127.0.0.1',
@@ -106,6 +107,7 @@ describe('gateway config', () => {
       domains: ['a.test', 'b.test'],
       tls: { certPath: '/c.pem', keyPath: '/k.pem' },
       maxQueuedCreates: 7,
+      schedulerUrl: 'http://s1:9090, http://s2:9090',
     });
     expect(parseAddr('[::1]:80')).toEqual({ host: '::1', port: 80 });
   });
@@ -115,6 +117,7 @@ describe('gateway config', () => {
     { AENV_TLS_CERT: '/c.pem' },
     { GATEWAY_QUEUE_WAIT_MS: '0' },
     { AENV_SCHEDULER_URL: 'not a url' },
+    { AENV_SCHEDULER_URL: 'http://a:9090,,ftp://b' },
   ])('refuses %o', (env) => {
     expect(() => loadGatewayConfig({ AENV_API_KEY: 'k', ...env })).toThrow();
   });

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
 import { DEFAULT_STREAM_LIMITS } from '@agentenv/common';
+import { schedulerUrls } from '@agentenv/scheduler';
 import { DEFAULT_UNPACK_LIMITS } from '../image/index.js';
 import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
@@ -187,8 +188,17 @@ export function loadConfig(env: Env = process.env): NodeConfig {
   config.backend.posixFs.snapshotStore ||= path.join(config.homePath, 'snapshot-store');
   config.volumes.path ||= path.join(config.homePath, 'volumes');
   parseListenAddress(config.apiAddr);
+  if (config.cluster.schedulerUrl) checkSchedulerUrls(config.cluster.schedulerUrl);
   if (!config.tlsCert !== !config.tlsKey) throw new ConfigError('tls_cert and tls_key are set together');
   return config;
+}
+
+function checkSchedulerUrls(list: string): void {
+  try {
+    schedulerUrls(list);
+  } catch (err) {
+    throw new ConfigError(`scheduler_url (AENV_SCHEDULER_URL): ${(err as Error).message}`);
+  }
 }
 
 /** `host:port` (IPv6 in brackets) → parts; a bad address is a startup error, not a crash later. */

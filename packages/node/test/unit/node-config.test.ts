@@ -65,6 +65,11 @@ domains = ["a.example"]
     );
     expect(() => loadConfig({ AENV_RUNTIME: 'docker' })).toThrow(/runtime\/driver/);
     expect(() => loadConfig({ API_ADDR: 'nope' })).toThrow(/listen address/);
+    expect(() => loadConfig({ AENV_SCHEDULER_URL: 'http://a:9090,b:9091' })).toThrow(
+      /AENV_SCHEDULER_URL.*not an http\(s\) URL: b:9091/,
+    );
+    const replicas = loadConfig({ AENV_SCHEDULER_URL: 'http://a:9090,http://b:9091' });
+    expect(replicas.cluster.schedulerUrl).toBe('http://a:9090,http://b:9091');
   });
 
   it('reads the API key from AENV_API_KEY_FILE (a mounted secret); AENV_API_KEY wins', () => {

@@ -65,7 +65,7 @@ export function fromConnectError(err: unknown): SchedulerCallError {
   const ce = ConnectError.from(err);
   const retry = Number(ce.metadata.get(RETRY_AFTER_HEADER));
   return {
-    kind: KIND_OF_CODE.get(ce.code) ?? 'unavailable',
+    kind: isTransportFailure(err) ? 'unavailable' : (KIND_OF_CODE.get(ce.code) ?? 'unavailable'),
     message: ce.rawMessage,
     ...(retry > 0 ? { retryAfter: retry } : {}),
     reached: answered(err),
@@ -75,7 +75,19 @@ export function fromConnectError(err: unknown): SchedulerCallError {
 function answered(err: unknown): boolean {
   if (!(err instanceof ConnectError)) return false;
   if (err.code === Code.DeadlineExceeded || err.code === Code.Canceled) return false;
-  // connect-node reports a socket failure (ECONNREFUSED, ECONNRESET, …) as Unavailable with the
-  // system error as its cause.
-  return !(err.code === Code.Unavailable && err.cause instanceof Error && 'code' in err.cause);
+  return !isTransportFailure(err);
+}
+
+/**
+ * The call failed at the socket (ECONNREFUSED, EPIPE, ECONNRESET, …), which connect-node reports
+ * as Unavailable, Aborted or Internal with the system error in its cause chain; a refusal the
+ * scheduler sent has no cause.
+ */
+export function isTransportFailure(err: unknown): boolean {
+  if (!(err instanceof ConnectError)) return false;
+  for (let c: unknown = err.cause, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++) {
+    const code = (c as { code?: unknown }).code;
+    if (typeof code === 'string' && /^E[A-Z_]+$/.test(code) && !code.startsWith('ERR_')) return true;
+  }
+  return false;
 }

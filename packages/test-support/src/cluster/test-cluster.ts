@@ -19,11 +19,17 @@ const GATEWAY_BIN = `${REPO_ROOT}packages/gateway/bin/aenv-gateway.js`;
 export const GATEWAY_PORT = 19900;
 const SCHEDULER_PORT = 19901;
 const REDIS_PORT = 19902;
+/** Replica k > 0 of the gateway and of the scheduler listens at these plus k. */
+const GATEWAY_REPLICA_PORT = 19902;
+const SCHEDULER_REPLICA_PORT = 19904;
+const MAX_REPLICAS = 2;
 export const SNAPSHOT_STORE = `${HOME}/snapshot-store`;
 
 export interface ClusterOptions {
   nodes: number;
   store: 'redis' | 'memory';
+  /** Gateways and schedulers (1 or 2 of each, on one store); every node and gateway knows all schedulers. */
+  replicas?: number;
   nodeEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
   /** Where the gateway listens and how to reach its /health (TLS). */
@@ -46,13 +52,39 @@ export interface NodeView {
  */
 export class TestCluster {
   redis?: Proc;
-  scheduler?: Proc;
-  gateway?: Proc;
+  readonly schedulers: (Proc | undefined)[] = [];
+  readonly gateways: (Proc | undefined)[] = [];
   readonly nodes: (Proc | undefined)[] = [];
-  readonly gatewayUrl: string;
+  /** Each gateway's URL, the first at `gatewayUrl`. */
+  readonly gatewayUrls: string[];
+  private readonly schedulerUrls: string[];
 
   private constructor(readonly o: ClusterOptions) {
-    this.gatewayUrl = `http://${o.gatewayAddr ?? `127.0.0.1:${GATEWAY_PORT}`}`;
+    const replicas = o.replicas ?? 1;
+    if (replicas < 1 || replicas > MAX_REPLICAS) throw new Error(`replicas must be 1 to ${MAX_REPLICAS}`);
+    const replica = (k: number, first: string, port: number) => (k ? `127.0.0.1:${port + k}` : first);
+    this.gatewayUrls = Array.from(
+      { length: replicas },
+      (_, k) => `http://${replica(k, o.gatewayAddr ?? `127.0.0.1:${GATEWAY_PORT}`, GATEWAY_REPLICA_PORT)}`,
+    );
+    this.schedulerUrls = Array.from(
+      { length: replicas },
+      (_, k) => `http://${replica(k, `127.0.0.1:${SCHEDULER_PORT}`, SCHEDULER_REPLICA_PORT)}`,
+    );
+  }
+
+  get gatewayUrl(): string {
+    return this.gatewayUrls[0]!;
+  }
+  get scheduler(): Proc | undefined {
+    return this.schedulers[0];
+  }
+  get gateway(): Proc | undefined {
+    return this.gateways[0];
+  }
+  /** What nodes and gateways are given as AENV_SCHEDULER_URL: every replica. */
+  private get schedulerList(): string {
+    return this.schedulerUrls.join(',');
   }
 
   static async start(o: ClusterOptions): Promise<TestCluster> {
@@ -60,8 +92,8 @@ export class TestCluster {
     try {
       rmSync(SNAPSHOT_STORE, { recursive: true, force: true });
       if (o.store === 'redis') await c.startRedis();
-      await c.startScheduler();
-      await c.startGateway();
+      for (let k = 0; k < c.schedulerUrls.length; k++) await c.startScheduler(k);
+      for (let k = 0; k < c.gatewayUrls.length; k++) await c.startGateway(k);
       await Promise.all(Array.from({ length: o.nodes }, (_, i) => c.startNode(i)));
       // Nodes join once `base` exists: on a machine without the cached template, after building it.
       await c.waitReady(o.nodes, 900_000);
@@ -75,14 +107,28 @@ export class TestCluster {
   static nodeId = (i: number) => `h9n${i}`;
   nodeUrl = (i: number) => `http://127.0.0.1:${19910 + i}`;
 
+  /** redis-server with an append-only file (synced every second), as a cluster should run it. */
   private async startRedis(): Promise<void> {
     const dir = `${HOME}/redis`;
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
+    await this.spawnRedis(dir);
+  }
+
+  /** Stops redis-server (SIGKILL: a crash) and starts it again on its append-only file. */
+  async restartRedis(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await this.redis?.stop(signal);
+    await this.spawnRedis(`${HOME}/redis`);
+  }
+
+  private async spawnRedis(dir: string): Promise<void> {
     this.redis = spawnProc(
       'redis',
       'redis-server',
-      ['--port', String(REDIS_PORT), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+      [
+        ...['--port', String(REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir],
+        ...['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'],
+      ],
       {},
     );
     await eventually(
@@ -94,46 +140,52 @@ export class TestCluster {
     );
   }
 
-  async startScheduler(): Promise<void> {
+  async startScheduler(k = 0): Promise<void> {
     const store = this.o.store === 'redis' ? `redis://127.0.0.1:${REDIS_PORT}` : 'memory';
-    this.scheduler = await startHealthy(
-      'scheduler',
+    const url = this.schedulerUrls[k]!;
+    this.schedulers[k] = await startHealthy(
+      k ? `scheduler${k}` : 'scheduler',
       process.execPath,
       [SCHEDULER_BIN],
       {
-        SCHEDULER_ADDR: `127.0.0.1:${SCHEDULER_PORT}`,
+        SCHEDULER_ADDR: new URL(url).host,
         AENV_SCHEDULER_STORE: store,
         AENV_API_KEY: API_KEY,
         // Every node reports this whole 2-core machine as its own: allow the suites' 20 per node.
         AENV_SCHEDULER_CPU_OVERCOMMIT: '64',
         AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
       },
-      `http://127.0.0.1:${SCHEDULER_PORT}/health`,
+      `${url}/health`,
     );
   }
 
-  async stopScheduler(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    await this.scheduler?.stop(signal);
-    this.scheduler = undefined;
+  async stopScheduler(signal: NodeJS.Signals = 'SIGKILL', k = 0): Promise<void> {
+    await this.schedulers[k]?.stop(signal);
+    this.schedulers[k] = undefined;
   }
 
-  private async startGateway(): Promise<void> {
-    const addr = this.o.gatewayAddr ?? `127.0.0.1:${GATEWAY_PORT}`;
-    this.gateway = await startHealthy(
-      'gateway',
+  async startGateway(k = 0): Promise<void> {
+    const addr = new URL(this.gatewayUrls[k]!).host;
+    this.gateways[k] = await startHealthy(
+      k ? `gateway${k}` : 'gateway',
       process.execPath,
       [GATEWAY_BIN],
       {
         GATEWAY_ADDR: addr,
-        AENV_SCHEDULER_URL: `http://127.0.0.1:${SCHEDULER_PORT}`,
+        AENV_SCHEDULER_URL: this.schedulerList,
         AENV_API_KEY: API_KEY,
         AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
         AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
         ...this.o.gatewayEnv,
       },
-      this.o.gatewayHealth?.url ?? `http://${addr}/health`,
-      this.o.gatewayHealth ?? {},
+      (!k && this.o.gatewayHealth?.url) || `http://${addr}/health`,
+      (!k && this.o.gatewayHealth) || {},
     );
+  }
+
+  async stopGateway(k = 0, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await this.gateways[k]?.stop(signal);
+    this.gateways[k] = undefined;
   }
 
   async startNode(i: number): Promise<void> {
@@ -142,7 +194,7 @@ export class TestCluster {
       addr: `127.0.0.1:${19910 + i}`,
       hostRange: `10.119.${i * 32}.0/19`,
       env: {
-        AENV_SCHEDULER_URL: `http://127.0.0.1:${SCHEDULER_PORT}`,
+        AENV_SCHEDULER_URL: this.schedulerList,
         AENV_ADVERTISE_URL: this.nodeUrl(i),
         AENV_NODE_ID: TestCluster.nodeId(i),
         AENV_SNAPSHOT_STORE: SNAPSHOT_STORE,
@@ -156,9 +208,20 @@ export class TestCluster {
     this.nodes[i] = undefined;
   }
 
-  /** A control call through the gateway with the cluster's key. */
-  async api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-    const r = await fetch(`${this.gatewayUrl}${path}`, {
+  /** A control call through the (first) gateway with the cluster's key. */
+  api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    return this.apiAt(this.gatewayUrl, method, path, body, headers);
+  }
+
+  /** A control call to `base` (a gateway or a node) with the cluster's key. */
+  async apiAt(
+    base: string,
+    method: string,
+    path: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ) {
+    const r = await fetch(`${base}${path}`, {
       method,
       headers: {
         'x-api-key': API_KEY,
@@ -183,9 +246,9 @@ export class TestCluster {
     return r.json as unknown as NodeView[];
   }
 
-  /** Waits until the scheduler has `count` ready nodes (asked directly: the gateway may be TLS). */
+  /** Waits until the schedulers have `count` ready nodes (asked directly: the gateway may be TLS). */
   async waitReady(count: number, timeoutMs = 60_000): Promise<void> {
-    const scheduler = createSchedulerClient({ url: `http://127.0.0.1:${SCHEDULER_PORT}`, apiKey: API_KEY });
+    const scheduler = createSchedulerClient({ url: this.schedulerList, apiKey: API_KEY });
     await eventually(
       async () => {
         const { nodes } = await scheduler.listNodes({});
@@ -241,9 +304,9 @@ export class TestCluster {
    */
   async stop(): Promise<void> {
     await this.killAll().catch(() => undefined);
-    await this.gateway?.stop();
+    await Promise.all(this.gateways.map((g) => g?.stop()));
     await Promise.all(this.nodes.map((_, i) => this.stopNode(i)));
-    await this.scheduler?.stop();
+    await Promise.all(this.schedulers.map((s) => s?.stop()));
     await this.redis?.stop();
     removeCgroups('aenv-h9');
   }
