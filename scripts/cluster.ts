@@ -1,6 +1,7 @@
 /**
- * A whole cluster on one machine: `npm run cluster -- --nodes 3` starts redis-server, the
- * scheduler, the gateway (when packages/gateway is in this checkout) and N nodes, each node with
+ * A whole cluster on one machine: `npm run cluster -- --nodes 3` starts redis-server (with an
+ * append-only file), the scheduler, the gateway (when packages/gateway is in this checkout) and
+ * N nodes; `--replicas 2` runs two schedulers and two gateways on the one Redis, each node with
  * its own port, home, runtime dir, network tag and host range, all sharing one posix_fs snapshot
  * repository and one base-template cache. It prints the E2B_* lines to export and, on Ctrl-C,
  * stops everything (nodes pause their sandboxes first) and checks nothing was left behind.
@@ -28,6 +29,7 @@ const bin = (pkg: string, name: string) => path.join(ROOT, 'packages', pkg, 'bin
 const { values: opt } = parseArgs({
   options: {
     nodes: { type: 'string', default: '3' },
+    replicas: { type: 'string', default: '1' },
     home: { type: 'string', default: '/var/lib/aenv-cluster' },
     'runtime-dir': { type: 'string', default: '/run/aenv-cluster' },
     'scheduler-port': { type: 'string', default: '9090' },
@@ -46,7 +48,7 @@ const { values: opt } = parseArgs({
 
 if (opt.help) {
   console.log(
-    `usage: npm run cluster -- [--nodes N] [--home DIR] [--runtime-dir DIR] [--scheduler-port P]
+    `usage: npm run cluster -- [--nodes N] [--replicas R (schedulers and gateways, on ports P+k)] [--home DIR] [--runtime-dir DIR] [--scheduler-port P]
        [--gateway-port P] [--node-port P (node i listens on P+i)] [--redis-port P]
        [--host-range A.B.0.0/16 (one /19 per node)] [--tag T (node i: tag Ti)] [--pool-size N]
        [--max-sandboxes N] [--memory-store (no redis)]`,
@@ -60,12 +62,14 @@ const int = (name: keyof typeof opt, min: number, max: number): number => {
   return v;
 };
 const N = int('nodes', 1, 8);
+const R = int('replicas', 1, 3);
+if (R > 1 && opt['memory-store']) die('--replicas needs Redis: the replicas share their state through it');
 const RANGE = /^(\d{1,3})\.(\d{1,3})\.0\.0\/16$/.exec(opt['host-range']!);
 if (!RANGE || Number(RANGE[1]) > 255 || Number(RANGE[2]) > 255)
   die('--host-range must be a /16, e.g. 10.220.0.0/16');
 const hostRange = (i: number) => `${RANGE[1]}.${RANGE[2]}.${(i - 1) * 32}.0/19`;
-const SCHED_PORT = int('scheduler-port', 1, 65535);
-const GATEWAY_PORT = int('gateway-port', 1, 65535);
+const SCHED_PORT = int('scheduler-port', 1, 65535 - R);
+const GATEWAY_PORT = int('gateway-port', 1, 65535 - R);
 const NODE_PORT = int('node-port', 1, 65535 - N);
 const REDIS_PORT = int('redis-port', 1, 65535);
 if (!/^[a-z0-9]{1,5}$/.test(opt.tag!)) die('--tag must be 1-5 characters of [a-z0-9]');
@@ -192,9 +196,9 @@ async function stop(group: Proc[]): Promise<void> {
  */
 async function stopAll(): Promise<void> {
   const isNode = (p: Proc) => p.name.startsWith('node-');
-  await stop(procs.filter((p) => p.name === 'gateway'));
+  await stop(procs.filter((p) => p.name.startsWith('gateway')));
   await stop(procs.filter(isNode));
-  await stop(procs.filter((p) => p.name === 'scheduler'));
+  await stop(procs.filter((p) => p.name.startsWith('scheduler')));
   await stop(procs.filter((p) => p.name === 'redis'));
 }
 
@@ -238,7 +242,11 @@ async function main(): Promise<void> {
   mkdirSync(LOGS, { recursive: true });
   const key = clusterKey();
   const gateway = existsSync(bin('gateway', 'aenv-gateway'));
-  const schedulerUrl = `http://127.0.0.1:${SCHED_PORT}`;
+  const replicas = Array.from({ length: R }, (_, k) => k);
+  const suffix = (k: number) => (k ? String(k + 1) : '');
+  const schedulerUrls = replicas.map((k) => `http://127.0.0.1:${SCHED_PORT + k}`);
+  // Every node and gateway knows every replica and goes to the next when one does not answer.
+  const schedulerUrl = schedulerUrls.join(',');
 
   let store = 'memory';
   if (!opt['memory-store']) {
@@ -251,7 +259,8 @@ async function main(): Promise<void> {
       'redis-server',
       [
         ...['--port', String(REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir],
-        ...['--save', '', '--appendonly', 'no'],
+        // The scheduler's drain marks, bindings and reservations survive a Redis restart.
+        ...['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'],
       ],
       {},
     );
@@ -260,13 +269,17 @@ async function main(): Promise<void> {
     console.log(`redis-server      127.0.0.1:${REDIS_PORT}`);
   }
 
-  const scheduler = start('scheduler', process.execPath, [bin('scheduler', 'aenv-scheduler')], {
-    SCHEDULER_ADDR: `127.0.0.1:${SCHED_PORT}`,
-    AENV_SCHEDULER_STORE: store,
-    AENV_API_KEY: key,
-  });
-  await until('aenv-scheduler', scheduler, healthy(schedulerUrl), 20_000);
-  console.log(`aenv-scheduler    ${schedulerUrl} (store ${store === 'memory' ? 'memory' : 'redis'})`);
+  for (const k of replicas) {
+    const scheduler = start(`scheduler${suffix(k)}`, process.execPath, [bin('scheduler', 'aenv-scheduler')], {
+      SCHEDULER_ADDR: `127.0.0.1:${SCHED_PORT + k}`,
+      AENV_SCHEDULER_STORE: store,
+      AENV_API_KEY: key,
+    });
+    await until(`aenv-scheduler${suffix(k)}`, scheduler, healthy(schedulerUrls[k]!), 20_000);
+    console.log(
+      `aenv-scheduler${suffix(k).padEnd(4)}${schedulerUrls[k]} (store ${store === 'memory' ? 'memory' : 'redis'})`,
+    );
+  }
 
   const first = startNode(1, key, schedulerUrl);
   await until('node-1', first, healthy(nodeUrl(1)), 60_000);
@@ -283,15 +296,17 @@ async function main(): Promise<void> {
 
   let apiUrl = nodeUrl(1);
   if (gateway) {
-    const gatewayUrl = `http://127.0.0.1:${GATEWAY_PORT}`;
-    const g = start('gateway', process.execPath, [bin('gateway', 'aenv-gateway')], {
-      GATEWAY_ADDR: `127.0.0.1:${GATEWAY_PORT}`,
-      AENV_SCHEDULER_URL: schedulerUrl,
-      AENV_API_KEY: key,
-    });
-    await until('aenv-gateway', g, healthy(gatewayUrl), 20_000);
-    console.log(`aenv-gateway      ${gatewayUrl}`);
-    apiUrl = gatewayUrl;
+    for (const k of replicas) {
+      const gatewayUrl = `http://127.0.0.1:${GATEWAY_PORT + k}`;
+      const g = start(`gateway${suffix(k)}`, process.execPath, [bin('gateway', 'aenv-gateway')], {
+        GATEWAY_ADDR: `127.0.0.1:${GATEWAY_PORT + k}`,
+        AENV_SCHEDULER_URL: schedulerUrl,
+        AENV_API_KEY: key,
+      });
+      await until(`aenv-gateway${suffix(k)}`, g, healthy(gatewayUrl), 20_000);
+      console.log(`aenv-gateway${suffix(k).padEnd(6)}${gatewayUrl}`);
+    }
+    apiUrl = `http://127.0.0.1:${GATEWAY_PORT}`;
   } else {
     console.log(
       'aenv-gateway      not started: packages/gateway is not in this checkout (the SDK talks to node-1)',

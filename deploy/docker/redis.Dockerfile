@@ -7,4 +7,7 @@ RUN apt-get update -qq \
  && apt-get clean && rm -rf /var/lib/apt/lists/*
 USER redis
 EXPOSE 6379
-CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--save", "", "--appendonly", "no"]
+# The append-only file keeps the scheduler's state across a restart of this container.
+VOLUME /var/lib/redis
+CMD ["redis-server", "--bind", "0.0.0.0", "--protected-mode", "no", "--dir", "/var/lib/redis", \
+     "--save", "", "--appendonly", "yes", "--appendfsync", "everysec"]

@@ -231,7 +231,12 @@ describe.skipIf(missing !== undefined)(
       let files: string[] = [];
       const compose = (args: string[], timeoutMs = 900_000) =>
         run('docker-compose', ['-p', 'aenvtest', ...files.flatMap((f) => ['-f', f]), ...args], {
-          env: { ...engine.env, AENV_VERSION: version, AENV_GATEWAY_PORT: String(COMPOSE_PORT) },
+          env: {
+            ...engine.env,
+            AENV_VERSION: version,
+            AENV_GATEWAY_PORT: String(COMPOSE_PORT),
+            AENV_GATEWAY2_PORT: String(COMPOSE_PORT + 1),
+          },
           cwd: dir,
           timeoutMs,
         });
@@ -332,6 +337,17 @@ describe.skipIf(missing !== undefined)(
             async () => (await sbx.files.read('/tmp/shell.pid')).trim() || undefined,
           );
           await sbx.pause();
+          // The second gateway serves the same cluster, and a scheduler replica may go.
+          const stopped = await compose(['stop', '-t', '30', 'scheduler']);
+          expect(stopped.code, stopped.stderr).toBe(0);
+          const second = `http://127.0.0.1:${COMPOSE_PORT + 1}`;
+          const listed = await fetch(`${second}/v2/sandboxes?limit=100`, {
+            headers: { 'x-api-key': API_KEY },
+          });
+          expect(listed.status).toBe(200);
+          const ids = ((await listed.json()) as { sandboxID: string }[]).map((s) => s.sandboxID);
+          const running = created.filter((c) => c !== sbx).map((c) => c.sandboxId);
+          expect(ids).toEqual(expect.arrayContaining(running));
 
           const stop = await compose(['stop', '-t', '300', 'node1']);
           expect(stop.code, stop.stderr).toBe(0);

@@ -47,7 +47,7 @@ type Container = {
 type PodSpec = {
   containers: Container[];
   terminationGracePeriodSeconds?: number;
-  volumes?: { name: string; hostPath?: { path: string } }[];
+  volumes?: { name: string; hostPath?: { path: string }; persistentVolumeClaim?: { claimName: string } }[];
 };
 
 type Model = new (o: unknown) => { validate(): void };
@@ -171,12 +171,20 @@ describe.skipIf(!hasKubectl)('Kubernetes manifests (kustomize, offline)', () => 
     expect(pdbs.sort()).toEqual(['aenv-gateway', 'aenv-node', 'aenv-scheduler']);
   });
 
-  it('default runs Redis in the cluster; local uses an external Redis URL and one replica each', () => {
+  it('default runs Redis in the cluster on a claim with an append-only file; local uses an external Redis URL and one replica each', () => {
     expect(find('default', 'ConfigMap', 'aenv-config').data!.AENV_SCHEDULER_STORE).toBe(
       'redis://aenv-redis:6379',
     );
-    expect(find('default', 'Deployment', 'aenv-redis')).toBeDefined();
-    expect(rendered.local!.some((o) => o.metadata.name === 'aenv-redis')).toBe(false);
+    const redis = find('default', 'Deployment', 'aenv-redis').spec as { template: { spec: PodSpec } };
+    const args = (redis.template.spec.containers[0] as Container & { args: string[] }).args.join(' ');
+    expect(args).toContain('--appendonly yes');
+    expect(redis.template.spec.volumes).toEqual([
+      { name: 'data', persistentVolumeClaim: { claimName: 'aenv-redis-data' } },
+    ]);
+    expect(find('default', 'PersistentVolumeClaim', 'aenv-redis-data')).toBeDefined();
+    for (const name of ['aenv-gateway', 'aenv-scheduler'])
+      expect((find('default', 'Deployment', name).spec as { replicas: number }).replicas).toBe(2);
+    expect(rendered.local!.some((o) => o.metadata.name.startsWith('aenv-redis'))).toBe(false);
     expect(find('local', 'ConfigMap', 'aenv-config').data!.AENV_SCHEDULER_STORE).toMatch(
       /^redis:\/\/(?!aenv-redis)/,
     );
