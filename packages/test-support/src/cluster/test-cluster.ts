@@ -117,8 +117,18 @@ export class TestCluster {
 
   /** Stops redis-server (SIGKILL: a crash) and starts it again on its append-only file. */
   async restartRedis(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
+    await this.stopRedis(signal);
+    await this.startRedisAgain();
+  }
+
+  async stopRedis(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
     await this.redis?.stop(signal);
-    await this.spawnRedis(`${HOME}/redis`);
+    this.redis = undefined;
+  }
+
+  /** redis-server again, on the append-only file it left. */
+  startRedisAgain(): Promise<void> {
+    return this.spawnRedis(`${HOME}/redis`);
   }
 
   private async spawnRedis(dir: string): Promise<void> {
