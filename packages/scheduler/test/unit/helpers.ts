@@ -2,7 +2,7 @@ import type { Clock } from '../../src/clock.js';
 import { EventLog } from '../../src/events.js';
 import { FailureDetector } from '../../src/membership/failures.js';
 import { Membership, type HeartbeatInput } from '../../src/membership/membership.js';
-import { Reservations } from '../../src/schedule/reservations.js';
+import { Reservations, type PlacementObserver, type ScheduleInput } from '../../src/schedule/reservations.js';
 import { MemoryStore } from '../../src/store/memory-store.js';
 import type { NodeRecord, RosterEntry } from '../../src/model.js';
 import type { PlacementPolicy } from '../../src/schedule/scoring/policy.js';
@@ -86,12 +86,22 @@ export function sequence(values: number[]): () => number {
 }
 
 /** A scheduler's parts over one memory store and a manual clock. */
-export function schedulerParts(s = settings()) {
+export function schedulerParts(s = settings(), observer?: PlacementObserver) {
   const clock = new ManualClock();
   const store = new MemoryStore(clock);
   const membership = new Membership(store, clock, s);
   const events = new EventLog(store, clock);
   const failures = new FailureDetector(store, clock, s, membership, events);
-  const placements = new Reservations(store, clock, s, membership);
+  const placements = new Reservations(store, clock, s, membership, observer);
   return { clock, store, membership, events, failures, placements };
 }
+
+/** A Schedule call for one new 1-CPU, 512 MiB sandbox, with `over` on top. */
+export const createInput = (over: Partial<ScheduleInput> = {}): ScheduleInput => ({
+  kind: 'create',
+  cacheKeys: [],
+  excludeNodeIds: [],
+  count: 1,
+  resources: { cpuCount: 1, memoryMib: 512 },
+  ...over,
+});

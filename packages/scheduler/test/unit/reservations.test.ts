@@ -1,29 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '@agentenv/common';
 import { captureKey } from '@agentenv/protocol/scheduler';
-import { Membership } from '../../src/membership/membership.js';
-import { Reservations, type ScheduleInput } from '../../src/schedule/reservations.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { heartbeat, ManualClock, running, settings } from './helpers.js';
+import { createInput, heartbeat, running, schedulerParts, settings } from './helpers.js';
 
-const create = (over: Partial<ScheduleInput> = {}): ScheduleInput => ({
-  kind: 'create',
-  cacheKeys: [],
-  excludeNodeIds: [],
-  count: 1,
-  resources: { cpuCount: 1, memoryMib: 512 },
-  ...over,
-});
+const create = createInput;
 
 async function cluster(nodes: string[], s = settings()) {
-  const clock = new ManualClock();
-  const store = new MemoryStore(clock);
-  const membership = new Membership(store, clock, s);
-  for (const id of nodes) await membership.heartbeat(heartbeat(id));
   const outcomes: string[] = [];
-  const placements = new Reservations(store, clock, s, membership, {
+  const { clock, store, membership, placements } = schedulerParts(s, {
     placement: (_kind, outcome, hit) => outcomes.push(`${outcome}${hit ? '+local' : ''}`),
   });
+  for (const id of nodes) await membership.heartbeat(heartbeat(id));
   return { clock, store, membership, placements, outcomes };
 }
 

@@ -1,27 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { captureKey } from '@agentenv/protocol/scheduler';
-import { Membership } from '../../src/membership/membership.js';
-import { Reservations, type ScheduleInput } from '../../src/schedule/reservations.js';
-import { MemoryStore } from '../../src/store/memory-store.js';
-import { heartbeat, ManualClock, settings } from './helpers.js';
+import { createInput, heartbeat, schedulerParts } from './helpers.js';
 
-const create = (over: Partial<ScheduleInput> = {}): ScheduleInput => ({
-  kind: 'create',
-  cacheKeys: [],
-  excludeNodeIds: [],
-  count: 1,
-  resources: { cpuCount: 1, memoryMib: 512 },
-  ...over,
-});
+const create = createInput;
 
 /** 200 nodes: enough that a placement looks at a sample of them. */
 async function big(over: (i: number) => Parameters<typeof heartbeat>[1] = () => ({})) {
-  const clock = new ManualClock();
-  const store = new MemoryStore(clock);
-  const s = settings();
-  const membership = new Membership(store, clock, s);
+  const { membership, placements } = schedulerParts();
   for (let i = 0; i < 200; i++) await membership.heartbeat(heartbeat(`n${i}`, over(i)));
-  return new Reservations(store, clock, s, membership);
+  return placements;
 }
 
 describe('placement in a big cluster', () => {
