@@ -34,7 +34,7 @@ export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } fr
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';
 export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
-export { rawAnswerHead, spliceUpgrade } from './upgrade-relay.js';
+export { holdUntilUpgraded, rawAnswerHead, spliceUpgrade, type HeldUpgrade } from './upgrade-relay.js';
 export { DEFAULT_TEMPLATE } from './sandbox-defaults.js';
 export {
   comparator,

@@ -39,3 +39,43 @@ export function spliceUpgrade(
   upstream.on('close', () => client.destroy());
   upstream.pipe(client).pipe(upstream);
 }
+
+/** What a client may send before its upgrade is answered (a WebSocket client sends nothing). */
+const EARLY_LIMIT = 64 * 1024;
+
+export interface HeldUpgrade {
+  /** Stops holding; the bytes the client sent meanwhile, to go on to the upstream. */
+  take(): Buffer;
+}
+
+/**
+ * Reads a client's socket while its upgrade waits for the upstream's answer: a socket nobody
+ * reads never sees its peer leave, so the upstream request (and anything kept alive for it) would
+ * stay open for a client that is gone. `onGone` runs when the client closes or half-closes
+ * first; more than a few KiB sent early closes it.
+ */
+export function holdUntilUpgraded(client: Duplex, onGone: () => void): HeldUpgrade {
+  const early: Buffer[] = [];
+  let bytes = 0;
+  const onData = (d: Buffer) => {
+    bytes += d.length;
+    if (bytes > EARLY_LIMIT) client.destroy();
+    else early.push(d);
+  };
+  const gone = () => {
+    client.destroy();
+    onGone();
+  };
+  client.on('data', onData);
+  client.once('end', gone);
+  client.once('close', gone);
+  return {
+    take() {
+      client.pause();
+      client.off('data', onData);
+      client.off('end', gone);
+      client.off('close', gone);
+      return Buffer.concat(early);
+    },
+  };
+}

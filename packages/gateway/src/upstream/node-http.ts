@@ -7,7 +7,7 @@ import {
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import { DomainError, rawAnswerHead, spliceUpgrade } from '@agentenv/common';
+import { DomainError, holdUntilUpgraded, rawAnswerHead, spliceUpgrade } from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { rawRequestHeaders } from './headers.js';
 import { readPastReset } from './read-past-reset.js';
@@ -166,12 +166,17 @@ export class NodeHttp {
           ...(opts.extraHeaders ? { extra: opts.extraHeaders } : {}),
         }),
       });
+      // A client gone before the node answered leaves nothing open on the node for it.
+      const held = holdUntilUpgraded(socket, () => up.destroy());
       up.on('upgrade', (upRes, upSocket, upHead) => {
-        spliceUpgrade(socket, head, upRes, upSocket, upHead);
+        spliceUpgrade(socket, Buffer.concat([head, held.take()]), upRes, upSocket, upHead);
         resolve();
       });
       // Refused: the answer, delimited by the connection's end since its body is de-chunked.
       up.on('response', (upRes) => {
+        held.take();
+        socket.resume();
+        socket.once('close', () => upRes.destroy());
         socket.write(
           rawAnswerHead(upRes, {
             first: ['connection: close'],

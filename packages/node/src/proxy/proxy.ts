@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import {
   DomainError,
   forwardHeaders,
+  holdUntilUpgraded,
   rawAnswerHead,
   spliceUpgrade,
   statusBody,
@@ -206,15 +207,19 @@ export class SandboxProxy {
         ...(to.host !== undefined ? { host: to.host } : {}),
       }),
     });
+    // A client gone before the sandbox answered leaves nothing open in the sandbox for it.
+    const held = holdUntilUpgraded(socket, () => upstream.destroy());
     upstream.on('upgrade', (up, upSocket, upHead) => {
       const set = this.upgraded.get(route.sandboxId) ?? new Set<Socket>();
       this.upgraded.set(route.sandboxId, set.add(upSocket));
       upSocket.on('close', () => set.delete(upSocket));
-      spliceUpgrade(socket, head, up, upSocket, upHead);
+      spliceUpgrade(socket, Buffer.concat([head, held.take()]), up, upSocket, upHead);
     });
     // Refused: the status alone, since the sandbox's headers and body would reach the client
     // without the proxy's CSP.
     upstream.on('response', (up) => {
+      held.take();
+      socket.resume();
       socket.end(rawAnswerHead(up, { first: ['connection: close', 'content-length: 0'], keep: () => false }));
       up.resume();
     });
