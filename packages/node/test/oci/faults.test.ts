@@ -265,10 +265,11 @@ describe('network faults', () => {
       res.writeHead(body ? 200 : 404, body ? { 'content-length': body.length } : {});
       res.end(body);
     });
-    await new Promise<void>((r) => cdn.listen(0, 'localhost', r));
+    await new Promise<void>((r) => cdn.listen(0, '127.0.0.1', r));
     const auth = `Basic ${Buffer.from('u:p').toString('base64')}`;
     fake.requireAuth(auth);
-    fake.redirectBlobs(`http://localhost:${(cdn.address() as AddressInfo).port}`);
+    // The registry's own host on another port: plain http and a loopback address are followed.
+    fake.redirectBlobs(`http://127.0.0.1:${(cdn.address() as AddressInfo).port}`);
     try {
       const img = await new ImageStore({ home: await home(), authFile: join(work, 'none.json') }).pull(
         `${fake.host}/fake/good:1`,
@@ -282,6 +283,24 @@ describe('network faults', () => {
       fake.redirectBlobs(null);
       cdn.closeAllConnections();
       await new Promise<void>((r) => cdn.close(() => r()));
+    }
+  });
+
+  it.each([
+    ['another host over plain http', 'http://localhost:1', /only asked over https/],
+    ['the metadata service', 'https://169.254.169.254', /link-local address is never asked/],
+    ['a private address', 'https://10.1.2.3', /private address other than the registry's own/],
+  ])('refuses a blob redirect to %s, asking nothing of it', async (_what, base, reason) => {
+    fake.redirectBlobs(base);
+    try {
+      const e = await failure(
+        new ImageStore({ home: await home(), retry: fastRetry }).pull(`${fake.host}/fake/good:1`),
+        'unauthorized',
+        reason,
+      );
+      expect(e.message).toContain(`redirected to ${base}/`);
+    } finally {
+      fake.redirectBlobs(null);
     }
   });
 

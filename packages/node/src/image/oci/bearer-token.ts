@@ -42,7 +42,7 @@ export function tokenRealm(registry: string, base: URL, challenge: Challenge): U
  * to, by realmAddressRefusal as the token request connects.
  */
 export function realmRefusal(registry: URL, realm: URL): string | undefined {
-  if (realm.protocol !== 'https:' && realm.protocol !== 'http:') return 'only http(s) realms are followed';
+  if (realm.protocol !== 'https:' && realm.protocol !== 'http:') return 'only http(s) URLs are followed';
   const kind = addressClass(realm.hostname);
   if (kind === 'link-local') return 'a link-local address is never asked';
   if (realm.hostname === registry.hostname) {

@@ -172,6 +172,10 @@ export class RegistryClient {
       const res = await send(url, {
         method: init.method ?? 'GET',
         headers: { ...init.headers, ...(auth ? { authorization: auth } : {}) },
+        // A blob's CDN redirect is held to what a token realm is: a hostile registry cannot send
+        // the node to the metadata service, the host's own services or the private network.
+        redirectRefusal: (next) => realmRefusal(this.base, next),
+        addressRefusal: realmAddressRefusal,
         timeoutMs: this.timeoutMs,
         ...(init.signal ? { signal: init.signal } : {}),
       });
