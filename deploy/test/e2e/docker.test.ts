@@ -341,11 +341,19 @@ describe.skipIf(missing !== undefined)(
           const stopped = await compose(['stop', '-t', '30', 'scheduler']);
           expect(stopped.code, stopped.stderr).toBe(0);
           const second = `http://127.0.0.1:${COMPOSE_PORT + 1}`;
-          const listed = await fetch(`${second}/v2/sandboxes?limit=100`, {
-            headers: { 'x-api-key': API_KEY },
-          });
-          expect(listed.status).toBe(200);
-          const ids = ((await listed.json()) as { sandboxID: string }[]).map((s) => s.sandboxID);
+          // The gateway's next scheduler call goes to the other replica (at most one failed try).
+          const ids = await eventually(
+            'the second gateway to list the sandboxes with one scheduler stopped',
+            async () => {
+              const r = await fetch(`${second}/v2/sandboxes?limit=100`, {
+                headers: { 'x-api-key': API_KEY },
+              });
+              return r.status === 200
+                ? ((await r.json()) as { sandboxID: string }[]).map((s) => s.sandboxID)
+                : undefined;
+            },
+            30_000,
+          );
           const running = created.filter((c) => c !== sbx).map((c) => c.sandboxId);
           expect(ids).toEqual(expect.arrayContaining(running));
 

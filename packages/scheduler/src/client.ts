@@ -16,6 +16,8 @@ export interface SchedulerClientOptions {
   protocol?: 'connect' | 'grpc';
   /** Per call, unless a call sets its own; 0 for none (a client for WatchEvents streams). */
   timeoutMs?: number;
+  /** With replicas: how long one may leave a call unanswered before the next is asked too. */
+  failoverAfterMs?: number;
 }
 
 /** The replicas' base URLs of a comma-separated list; throws on anything but http(s) URLs. */
@@ -38,23 +40,35 @@ export function schedulerUrls(list: string): string[] {
   return urls;
 }
 
+/** How long a replica may take to answer before the call also goes to the next one. */
+const FAILOVER_AFTER_MS = 2_000;
+
 /**
  * Replicas share their state through the store, so any of them can answer any call. A call that
- * could not reach one (the socket failed) goes to the next; the replica that answered last is
- * asked first, so a dead one costs a refused connection once, not on every call.
+ * could not reach one (the socket failed), or that one left unanswered for `afterMs` (a host that
+ * went silent: no refusal ever comes), goes to the next; the replica that answered last is asked
+ * first, so a dead one costs one failed attempt, not one per call. The last replica tried gets the
+ * call's whole deadline.
  */
-function failover(urls: string[]): Interceptor {
+function failover(urls: string[], afterMs: number): Interceptor {
   let preferred = 0;
   return (next) => async (req) => {
     const method = req.url.slice(urls[0]!.length);
     for (let tried = 0; ; tried++) {
       const i = (preferred + tried) % urls.length;
+      const last = tried + 1 >= urls.length;
+      const patience = last ? undefined : new AbortController();
+      const timer = patience && setTimeout(() => patience.abort(), afterMs);
       try {
-        const res = await next({ ...req, url: urls[i] + method });
+        const signal = patience ? AbortSignal.any([req.signal, patience.signal]) : req.signal;
+        const res = await next({ ...req, url: urls[i] + method, signal });
         preferred = i;
         return res;
       } catch (err) {
-        if (tried + 1 >= urls.length || !isTransportFailure(err) || req.signal.aborted) throw err;
+        const silent = patience?.signal.aborted === true && !req.signal.aborted;
+        if (last || req.signal.aborted || !(silent || isTransportFailure(err))) throw err;
+      } finally {
+        clearTimeout(timer);
       }
     }
   };
@@ -70,7 +84,8 @@ export function createSchedulerClient(o: SchedulerClientOptions): SchedulerClien
   const timeout = o.timeoutMs ?? 10_000;
   const common = {
     baseUrl: urls[0]!,
-    interceptors: urls.length > 1 ? [withKey, failover(urls)] : [withKey],
+    interceptors:
+      urls.length > 1 ? [withKey, failover(urls, o.failoverAfterMs ?? FAILOVER_AFTER_MS)] : [withKey],
     ...(timeout > 0 ? { defaultTimeoutMs: timeout } : {}),
   };
   const transport =

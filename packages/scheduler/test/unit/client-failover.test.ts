@@ -1,3 +1,4 @@
+import { createServer, type Server, type Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,10 @@ let replicas: SchedulerApp[];
 let urls: string[];
 /** A port nothing listens on: a replica that is down. */
 let downUrl: string;
+/** A replica whose host went silent: connections are taken and never answered. */
+let silent: Server;
+let silentUrl: string;
+const held: Socket[] = [];
 
 async function replica(store: MemoryStore, clock: ManualClock): Promise<SchedulerApp> {
   return startScheduler({
@@ -34,9 +39,14 @@ beforeAll(async () => {
   const gone = await replica(store, clock);
   downUrl = `http://127.0.0.1:${gone.port}`;
   await gone.close();
+  silent = createServer((socket) => void held.push(socket));
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  silentUrl = `http://127.0.0.1:${(silent.address() as { port: number }).port}`;
 });
 afterAll(async () => {
   for (const r of replicas) await r.close().catch(() => undefined);
+  for (const socket of held) socket.destroy();
+  silent.close();
 });
 
 const heartbeatOf = (nodeId: string) => ({
@@ -52,6 +62,18 @@ describe('a client of replicated schedulers', () => {
   it('goes past a replica it cannot reach to one that answers', async () => {
     const client = createSchedulerClient({ url: `${downUrl},${urls[0]}`, apiKey: KEY });
     await expect(client.listNodes({})).resolves.toBeDefined();
+  });
+
+  it('asks the next replica when one leaves a call unanswered, and that one first from then on', async () => {
+    const client = createSchedulerClient({
+      url: `${silentUrl},${urls[1]}`,
+      apiKey: KEY,
+      failoverAfterMs: 300,
+    });
+    await expect(client.listNodes({})).resolves.toBeDefined();
+    expect(held).toHaveLength(1);
+    await client.listNodes({});
+    expect(held).toHaveLength(1);
   });
 
   it('keeps answering when the replica it used stops, with what the other replica sees', async () => {
