@@ -106,7 +106,8 @@ async function settle(c: TestCluster, books: Books): Promise<Observation> {
   const passive = async () => {
     const nodes = new Map<string, Map<string, string>>();
     for (let i = 0; i < c.nodes.length; i++) {
-      const r = await c.apiAt(c.nodeUrl(i), 'GET', '/v2/sandboxes?state=running&state=paused&limit=100');
+      const r = await c.apiAt(c.nodeUrl(i), 'GET', '/v2/sandboxes?limit=100');
+      if (r.status !== 200) throw new Error(`node ${i} lists: ${r.status} ${JSON.stringify(r.json)}`);
       const list = r.json as unknown as { sandboxID: string; state: string }[];
       nodes.set(TestCluster.nodeId(i), new Map(list.map((s) => [s.sandboxID, s.state])));
     }
