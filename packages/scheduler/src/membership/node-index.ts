@@ -61,6 +61,9 @@ export class NodeIndex {
     this.loading ??= (async () => {
       const changes: Change[] = (this.during = []);
       const startedMs = this.clock.now();
+      // A write that answers while the store is read may land after the read: what was unsaved
+      // when the read began is kept, and a take since then is among the changes replayed.
+      const unsavedAtStart = [...this.unsaved.values()];
       try {
         const [nodes, drains, reservations, announced] = await Promise.all([
           this.store.listNodes(),
@@ -74,6 +77,7 @@ export class NodeIndex {
           reservations: new Map(reservations.map((r) => [r.id, r])),
           announced: new Map(announced.map((a) => [announcedId(a), a])),
         };
+        for (const r of unsavedAtStart) next.reservations.set(r.id, r);
         for (const c of changes) c(next);
         for (const r of this.unsaved.values()) next.reservations.set(r.id, r);
         this.state = next;

@@ -76,4 +76,28 @@ describe('node index', () => {
     await index.ready();
     expect(reserved('a')).toBe(1);
   });
+
+  it('keeps its own reservation whose store write answered while a reload was reading without it', async () => {
+    const { clock, store, index, reserved } = setup();
+    await store.putNode(nodeRecord('a'), [], 60_000);
+    await index.ready();
+    const racing = rsv('racing', 'a', clock.now() + 5000);
+    index.putReservations([racing]);
+    let release!: () => void;
+    const list = store.listReservations.bind(store);
+    store.listReservations = async () => {
+      const read = await list();
+      await new Promise<void>((r) => (release = r));
+      return read;
+    };
+    clock.advance(500);
+    const reloading = index.ready();
+    while (!release) await new Promise((r) => setImmediate(r));
+    // The write lands (and answers) after the reload read the store without it.
+    await store.putReservations([racing]);
+    index.saved('racing');
+    release();
+    await reloading;
+    expect(reserved('a')).toBe(1);
+  });
 });
