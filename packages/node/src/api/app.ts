@@ -14,6 +14,7 @@ import { asPublic, authGate, PUBLIC_ROUTE, routeRecorder, type RouteAccess } fro
 import { edgeServerFactory } from './edge.js';
 import { errorHandler } from './errors.js';
 import { unsupportedRoutes } from './unsupported.js';
+import { drainRefusedBodies } from './refused-body.js';
 import {
   dashboardRoutes,
   eventRoutes,
@@ -88,6 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<NodeApp> {
   });
 
   app.setErrorHandler(errorHandler);
+  drainRefusedBodies(app);
   app.setNotFoundHandler((req) => {
     throw notFound(`no route for ${req.method} ${req.url.split('?')[0]}`);
   });
