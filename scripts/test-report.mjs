@@ -1,8 +1,9 @@
 // The bookkeeping of scripts/test.sh, in two steps:
 //   check <listed.json> <found.txt> <lanes.txt> <out>  every test file in exactly one project and,
 //                                                      for a full run, in exactly one lane
-//   summary <listed.json> <uncovered> <lane>...        per-project and per-lane times, the failures,
-//                                                      and the line "N passed, N failed, N skipped"
+//   summary <listed.json> <uncovered> <lane>...        per-project and per-lane times, the slowest
+//                                                      files, the failures, and the line
+//                                                      "N passed, N failed, N skipped"
 // A lane is `name:status:seconds:report.json`; lanes.txt has one `name projects... -- filters...`
 // line per lane (vitest's file filters: a file is in the lane when its path contains one).
 import fs from 'node:fs';
@@ -72,6 +73,15 @@ function projectTimes(results, projects) {
   return [...spans].map(([p, [start, end]]) => `${p} ${secs(end - start)}`).join(', ');
 }
 
+/** The files that took longest, the first to look at when the run or a lane is too slow. */
+function slowestFiles(results, count = 10) {
+  return [...results]
+    .sort((a, b) => b.endTime - b.startTime - (a.endTime - a.startTime))
+    .slice(0, count)
+    .map((r) => `${rel(r.name)} ${secs(r.endTime - r.startTime)}`)
+    .join(', ');
+}
+
 function summary(listedJson, uncoveredCount, lanes) {
   const projects = projectsOf(listedJson);
   let passed = 0;
@@ -116,6 +126,7 @@ function summary(listedJson, uncoveredCount, lanes) {
     why.unshift(`${uncoveredCount} test files in no project or lane, or in several, see above`);
   console.log(`projects: ${projectTimes(results, projects)}`);
   console.log(`lanes: ${times.join(', ')}`);
+  console.log(`slowest files: ${slowestFiles(results)}`);
   console.log(
     `${passed} passed, ${failed} failed, ${skipped} skipped${why.length ? ` (${why.join('; ')})` : ''}`,
   );

@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildToolsBundle } from '../../scripts/build-tools-bundle.js';
+import { DEFAULT_OUT } from '../../scripts/build-tools-bundle.js';
 import { eventually } from '@agentenv/test-support';
 import { initEnvd, startEnvdProcess, type EnvdProcess } from '@agentenv/test-support/envd';
 
@@ -161,20 +161,22 @@ describe('sudo through envd', () => {
     );
   });
 
-  it('gives the command a terminal when the client has one', () => {
-    // script(1) runs the client on a pseudo-terminal of its own.
+  it('gives the command a terminal when the client has one', async () => {
+    // script(1) runs the client on a pseudo-terminal of its own. Its stdin stays open until it
+    // exits: at the end of its stdin script types ^D, which the client, once its terminal is raw,
+    // forwards to the command's terminal as input, and that terminal echoes it, depending on timing.
     const quote = (a: string) => `'${a.replace(/'/g, `'\\''`)}'`;
     const client = clientArgv('user', ['sh', '-c', 'tty; stty size; id -u; exit 3'])
       .slice(3)
       .map(quote)
       .join(' ');
-    const r = spawnSync('runuser', ['-u', 'user', '--', 'script', '-qec', client, '/dev/null'], {
-      encoding: 'utf8',
-      input: '',
-      timeout: 30_000,
-    });
-    expect(r.status).toBe(3);
-    expect(r.stdout.replace(/\r/g, '')).toMatch(/\/dev\/pts\/\d+\n24 80\n0\n/);
+    const script = spawn('runuser', ['-u', 'user', '--', 'script', '-qec', client, '/dev/null']);
+    let stdout = '';
+    script.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    const status = await new Promise<number | null>((resolve) => script.once('close', resolve));
+    script.stdin.end();
+    expect(status).toBe(3);
+    expect(stdout.replace(/\r/g, '')).toMatch(/\/dev\/pts\/\d+\n24 80\n0\n/);
   });
 
   it('refuses a user who is neither in group sudo nor in sudoers', () => {
@@ -224,13 +226,11 @@ describe('sudo through envd', () => {
     expect(r.stdout).toBe('0\nhi\neverywhere\n');
   });
 
-  it('ships in the tools bundle, found through a symlink in PATH', async () => {
-    const bundle = path.join(tmp, 'tools');
-    await buildToolsBundle({ outDir: bundle });
-    fs.chmodSync(bundle, 0o755);
+  it('ships in the tools bundle, found through a symlink in PATH', () => {
+    // The bundle `npm run build` made, which sandboxes mount (tools-bundle.test.ts builds one).
     const bin = path.join(tmp, 'bin');
     fs.mkdirSync(bin, { mode: 0o755 });
-    fs.symlinkSync(path.join(bundle, 'bin', 'sudo'), path.join(bin, 'sudo'));
+    fs.symlinkSync(path.join(DEFAULT_OUT, 'bin', 'sudo'), path.join(bin, 'sudo'));
     const r = spawnSync(
       'runuser',
       [

@@ -16,14 +16,20 @@ const TEMPLATE = 'tpl-fs-pause';
  */
 const letFilesAge = () => new Promise((resolve) => setTimeout(resolve, 3_000));
 
+/** The second case's snapshot source: it writes its file before the one wait both cases need. */
+let parent: Sandbox;
+
 beforeAll(async () => {
   await Template.build(
     Template().fromTemplate('base').runCmd('echo from-the-build > /home/user/build.txt'),
     TEMPLATE,
   );
+  parent = await Sandbox.create({ timeoutMs: 300_000 });
+  await parent.files.write('/home/user/parent.txt', 'written before the snapshot');
   await letFilesAge();
 }, 300_000);
 afterAll(async () => {
+  await parent?.kill().catch(() => undefined);
   await api('DELETE', `/templates/${TEMPLATE}`);
 });
 
@@ -48,16 +54,8 @@ describe('filesystem-only pause of sandboxes that did not start from a bare imag
   });
 
   it("keeps the files a snapshot's source sandbox wrote, and its own, through a filesystem-only pause", async () => {
-    const parent = await Sandbox.create({ timeoutMs: 300_000 });
-    const { snapshotId } = await (async () => {
-      try {
-        await parent.files.write('/home/user/parent.txt', 'written before the snapshot');
-        await letFilesAge();
-        return await parent.createSnapshot();
-      } finally {
-        await parent.kill();
-      }
-    })();
+    const { snapshotId } = await parent.createSnapshot();
+    await parent.kill();
     const child = await Sandbox.create(snapshotId, { timeoutMs: 300_000 });
     try {
       await child.files.write('/home/user/child.txt', 'written by the child');

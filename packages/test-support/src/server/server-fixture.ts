@@ -211,7 +211,9 @@ export function useTestServer(env: Record<string, string> = {}): { server: TestS
   beforeAll(async () => {
     removeState();
     rmSync(serverLogPath(INSTANCE), { force: true });
-    ctx.server = await startServer(env);
+    // One warm sandbox: creates still take the pool's path, and each test file's node restores
+    // (and keeps idle) one sandbox fewer than a node started by a bench.
+    ctx.server = await startServer({ AENV_POOL_SIZE: '1', ...env });
     useSdkEnv();
   });
   afterAll(async () => {
