@@ -11,8 +11,9 @@
  * Ctrl-C.
  *
  * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
- * [--only fork|pause]   (~6 min; `--only fork` measures the forks and their baseline alone,
- * ~1 min; `--only pause` the pauses, the pause window and their baseline, ~1 min)
+ * [--only fork|pause|pool]   (~6 min; `--only fork` measures the forks and their baseline alone,
+ * ~1 min; `--only pause` the pauses, the pause window and their baseline, ~1 min; `--only pool`
+ * creates with the pool off and from the pool, ~1 min)
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -36,10 +37,11 @@ const { values } = parseArgs({
     only: { type: 'string' },
   },
 });
-if (values.only !== undefined && !['fork', 'pause'].includes(values.only))
-  throw new Error('--only takes: fork, pause');
+if (values.only !== undefined && !['fork', 'pause', 'pool'].includes(values.only))
+  throw new Error('--only takes: fork, pause, pool');
 const ONLY_FORK = values.only === 'fork';
 const ONLY_PAUSE = values.only === 'pause';
+const ONLY_POOL = values.only === 'pool';
 const ITER = Number(values.iter);
 const FORK_REPS = Number(values['fork-reps']);
 const POOL = Number(values.pool);
@@ -265,6 +267,17 @@ async function poolCreates(): Promise<number[]> {
   return out;
 }
 
+/** Creates from the pool (its sandboxes wait frozen) on a node restarted with one. */
+async function poolRow(restore?: number[]): Promise<void> {
+  await stopNode();
+  await startNode(POOL);
+  rows.push({
+    name: `create, pool ${POOL}`,
+    node: await poolCreates(),
+    ...(restore ? { base: restore, baseName: 'runsc restore → envd' } : {}),
+  });
+}
+
 async function poolFull(): Promise<boolean> {
   const text = await fetch(`${URL_BASE}/metrics`).then((r) => r.text());
   const ready = [...text.matchAll(/^aenv_pool_ready\{pool="([^"]+)"\} (\d+)$/gm)].filter(
@@ -320,6 +333,12 @@ async function main(): Promise<void> {
     report();
     return;
   }
+  if (ONLY_POOL) {
+    rows.push({ name: 'create, pool off', node: (await createKill()).create });
+    await poolRow();
+    report();
+    return;
+  }
   const bare = await lab.measure(template, ITER, FORK_REPS);
   const ck = await createKill();
   rows.push({
@@ -357,14 +376,7 @@ async function main(): Promise<void> {
     baseName: 'checkpoint --leave-running',
   });
   await forkRows(bare.forks);
-  await stopNode();
-  await startNode(POOL);
-  rows.push({
-    name: `create, pool ${POOL}`,
-    node: await poolCreates(),
-    base: bare.restore,
-    baseName: 'runsc restore → envd',
-  });
+  await poolRow(bare.restore);
   report({ idleQuiet: quiet.idle, idleBusy: busy.idle, deleteUnreaped: bare.deleteUnreaped });
 }
 

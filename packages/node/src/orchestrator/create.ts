@@ -126,12 +126,8 @@ export class Creator {
     taken: Partial<Live>,
   ): Promise<Live> {
     const { d } = this.core;
-    const pooled = pool?.take(template);
-    if (pooled) {
-      Object.assign(taken, pooled);
-      await d.slots.setEgress(pooled.slot, rec.egress);
-      return pooled;
-    }
+    const pooled = pool && (await this.fromPool(pool, template, rec, taken));
+    if (pooled) return pooled;
     const volumes = volumeMountsOf(input);
     const boot = template.boot ?? (volumes.length ? template.coldBoot : undefined);
     if (volumes.length && !boot)
@@ -149,6 +145,39 @@ export class Creator {
       : await d.driver.restore({ capture: template.capture!, resources: template.defaults, net: slot });
     taken.handle = handle;
     return { handle, slot };
+  }
+
+  /**
+   * A waiting sandbox of the pool, thawed, with the create's egress rules. One that cannot be
+   * thawed (it died while frozen: a frozen sandbox is looked at only now and then) is dropped,
+   * and the create goes on without the pool.
+   */
+  private async fromPool(
+    pool: SandboxWarmPool,
+    template: ResolvedTemplate,
+    rec: SandboxRecord,
+    taken: Partial<Live>,
+  ): Promise<Live | undefined> {
+    const { d } = this.core;
+    const pooled = pool.take(template);
+    if (!pooled) return undefined;
+    Object.assign(taken, pooled);
+    const [thawed] = await Promise.all([
+      d.driver.thaw(pooled.handle).then(
+        () => true,
+        (err: unknown) => {
+          d.logger.warn({ err, sandboxId: rec.sandboxId }, 'thawing a pooled sandbox failed');
+          return false;
+        },
+      ),
+      d.slots.setEgress(pooled.slot, rec.egress),
+    ]);
+    if (thawed) return pooled;
+    delete taken.handle;
+    delete taken.slot;
+    await d.driver.kill(pooled.handle).catch(() => undefined);
+    await this.core.releaseSlot(pooled.slot, rec.sandboxId);
+    return undefined;
   }
 
   private newRecord(template: ResolvedTemplate, input: CreateSandboxInput): SandboxRecord {

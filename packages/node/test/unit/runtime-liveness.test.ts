@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { FROZEN_EVERY, LivenessMonitor, type Watched } from '../../src/runtime/gvisor/liveness.js';
+import { DriverLayout } from '../../src/runtime/gvisor/layout.js';
+import {
+  FROZEN_EVERY,
+  LivenessMonitor,
+  sweepOrphans,
+  type Watched,
+} from '../../src/runtime/gvisor/liveness.js';
 
 /** A monitor over `sandboxes`, whose pids in `dead` no longer run; records what it looked at. */
 function monitor(sandboxes: Watched[], dead: Set<number>) {
@@ -35,5 +41,37 @@ describe('liveness monitor', () => {
     expect(looked.filter((p) => p === 2)).toHaveLength(2);
     // A frozen sandbox killed from outside is still reported, at its next look.
     expect(reported).toEqual(['ice', 'ice']);
+  });
+});
+
+describe('orphan sweep', () => {
+  // A layout whose directories do not exist: the orphans are those `runsc list` names.
+  const layout = new DriverLayout('/nonexistent/aenv-sweep-test', 'aenv-sweep-test');
+
+  it('thaws a predecessor’s frozen sandboxes before runsc is asked about any of them', async () => {
+    const frozen = new Set(['pooled-1', 'pooled-2']);
+    const steps: string[] = [];
+    // runsc asks every container it loads whether it still runs; a frozen one never answers.
+    const refuseFrozen = (what: string) => {
+      if (frozen.size) throw new Error(`${what} waited on a frozen sentry`);
+    };
+    await sweepOrphans(layout, {
+      thawAll: async () => {
+        steps.push('thaw');
+        frozen.clear();
+      },
+      list: async () => {
+        refuseFrozen('runsc list');
+        steps.push('list');
+        const ids = ['pooled-1', 'pooled-2', 'known'].map((id) => ({ id }));
+        return { code: 0, stdout: JSON.stringify(ids), stderr: '', timedOut: false };
+      },
+      known: (id) => id === 'known',
+      release: async (id) => {
+        refuseFrozen(`runsc delete ${id}`);
+        steps.push(`release ${id}`);
+      },
+    });
+    expect(steps).toEqual(['thaw', 'list', 'release pooled-1', 'release pooled-2']);
   });
 });

@@ -17,6 +17,56 @@ describe('warm pool', () => {
     expect(node.slots.used).toBe(2 + 2);
   });
 
+  it('keeps its waiting sandboxes frozen and thaws the one a create takes', async () => {
+    const node = new FakeNode({ poolSize: 2 });
+    const first = await node.create();
+    await until(() => pooled(node) === 2, 'a full pool');
+    const waiting = node.driver.running().filter((h) => h.id !== first.handle!.id);
+    const states = await Promise.all(waiting.map((h) => node.driver.status(h)));
+    expect(states).toEqual(['frozen', 'frozen']);
+    const rec = await node.create();
+    expect(waiting.map((h) => h.id)).toContain(rec.handle!.id);
+    expect(await node.driver.status(rec.handle!)).toBe('running');
+  });
+
+  it('a sandbox that cannot be frozen is killed rather than kept waiting', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    node.driver.faults.failNext('freeze');
+    await node.create();
+    // The refill's freeze failed: its sandbox and slot are gone; the next create fills the pool.
+    await until(() => node.driver.running().length === 1 && node.slots.used === 1, 'the sandbox killed');
+    expect(pooled(node)).toBe(0);
+    await node.create();
+    await until(() => pooled(node) === 1);
+  });
+
+  it('a waiting sandbox that cannot be thawed is dropped and the create restores a fresh one', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    await node.create();
+    await until(() => pooled(node) === 1, 'a full pool');
+    const before = node.driver.running().map((h) => h.id);
+    node.driver.faults.failNext('thaw');
+    const rec = await node.create();
+    expect(before).not.toContain(rec.handle!.id);
+    expect(await node.driver.status(rec.handle!)).toBe('running');
+    // The one that failed to thaw is gone with its slot; the refill put another in its place.
+    await until(() => pooled(node) === 1, 'a refilled pool');
+    expect(node.driver.running()).toHaveLength(3);
+    expect(node.slots.used).toBe(3);
+  });
+
+  it('closing it while a refill is freezing its sandbox kills that sandbox', async () => {
+    const node = new FakeNode({ poolSize: 1 });
+    const freezing = node.driver.faults.hold('freeze');
+    await node.create();
+    await freezing.reached;
+    const closing = node.pool.close();
+    freezing.release();
+    await closing;
+    expect(node.driver.running()).toHaveLength(1);
+    expect(node.slots.used).toBe(1);
+  });
+
   it('sets the egress rules of the create on the sandbox it takes', async () => {
     const node = new FakeNode({ poolSize: 1 });
     await node.create();

@@ -100,8 +100,11 @@ export async function startServer(
       () => false,
     );
     if (ok) break;
-    if (Date.now() > deadline)
+    if (Date.now() > deadline) {
+      // Left running, it would take the port, and its tag's namespaces and sandboxes, from every later file.
+      await server.stop('SIGKILL');
       throw new Error(`aenv-server did not answer /health in 60 s:\n${server.output()}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   return server;

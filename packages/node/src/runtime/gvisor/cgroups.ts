@@ -164,6 +164,25 @@ export async function isFrozen(layout: CgroupLayout, cgroupsPath: string): Promi
 }
 
 /**
+ * Thaws every frozen cgroup directly under `parent` (one per sandbox); returns their names. A
+ * failure is left for the caller's teardown of that sandbox, which thaws it once more.
+ */
+export async function thawChildren(layout: CgroupLayout, parent: string): Promise<string[]> {
+  const dir = layout === 'v2' ? join(CGROUP_ROOT, parent) : join(CGROUP_ROOT, 'freezer', parent);
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  const thawed: string[] = [];
+  for (const e of entries) {
+    const path = join('/', parent, e.name);
+    if (!e.isDirectory() || !(await isFrozen(layout, path))) continue;
+    await setFrozen(layout, path, false).then(
+      () => thawed.push(e.name),
+      () => undefined,
+    );
+  }
+  return thawed;
+}
+
+/**
  * Makes sure a v1 cpuset parent has CPUs and memory nodes before sandboxes pinned below it start:
  * a new cpuset directory starts empty, a child must be a subset of its parent, and runsc fills
  * the parents it creates only when the spec names no CPUs. v2 needs nothing (empty = inherit).

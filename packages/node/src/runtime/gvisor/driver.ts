@@ -34,11 +34,18 @@ import {
   type Bundle,
   type UpperMedium,
 } from './bundle.js';
-import { cgroupPids, ensureCpusetParent, readCgroupUsage, removeCgroups, setFrozen } from './cgroups.js';
+import {
+  cgroupPids,
+  ensureCpusetParent,
+  readCgroupUsage,
+  removeCgroups,
+  setFrozen,
+  thawChildren,
+} from './cgroups.js';
 import { checkpointInto, checkRestorable, type CaptureSource, type Compression } from './checkpoint.js';
 import { inspectGvisorHost, type GvisorHost } from './host.js';
 import { DriverLayout } from './layout.js';
-import { findOrphans, LivenessMonitor } from './liveness.js';
+import { LivenessMonitor, sweepOrphans } from './liveness.js';
 import { memoryLimitBytes } from './oci-spec.js';
 import { CpuPlacer, hostCpus } from './cpusets.js';
 import { isRunning, pssBytes } from './processes.js';
@@ -176,7 +183,7 @@ export class GvisorDriver implements RuntimeDriver {
     if (this.opts.cpuPlacement === 'spread') this.placer = new CpuPlacer(await hostCpus());
     await mkdir(this.layout.runscRoot, { recursive: true, mode: 0o700 });
     await mkdir(this.layout.sandboxesDir, { recursive: true, mode: 0o700 });
-    if (this.opts.sweepOnInit) await this.sweepOrphans();
+    if (this.opts.sweepOnInit) await this.sweepOrphans(h);
     this.monitor.start(this.opts.monitorIntervalMs);
     return h;
   }
@@ -468,10 +475,12 @@ export class GvisorDriver implements RuntimeDriver {
   }
 
   /** Releases every container and bundle in this driver's runtime dir that it does not know. */
-  private async sweepOrphans(): Promise<void> {
-    const list = () => this.runsc(this.layout.rootFlags(), ['list', '--format=json']);
-    for (const id of await findOrphans(this.layout, list, (id) => this.live.has(id))) {
-      await this.reclaimer.release(id, null);
-    }
+  private async sweepOrphans(host: GvisorHost): Promise<void> {
+    await sweepOrphans(this.layout, {
+      thawAll: async () => void (await thawChildren(host.cgroups, this.opts.cgroupParent)),
+      list: () => this.runsc(this.layout.rootFlags(), ['list', '--format=json']),
+      known: (id) => this.live.has(id),
+      release: (id) => this.reclaimer.release(id, null),
+    });
   }
 }

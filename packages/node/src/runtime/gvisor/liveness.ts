@@ -82,3 +82,28 @@ export async function findOrphans(
     .filter((id): id is string => id !== undefined);
   return [...new Set([...ids, ...bundles, ...leftFiles])].filter((id) => !known(id));
 }
+
+/** What sweeping a driver's orphans takes (the driver's runsc, cgroups and reclaimer). */
+export interface OrphanSweep {
+  /** Thaws this driver's frozen sandboxes: a predecessor's warm pool and idle-frozen ones. */
+  thawAll(): Promise<void>;
+  /** `runsc list --format=json` on the driver's root. */
+  list(): Promise<CommandResult>;
+  known(id: string): boolean;
+  release(id: string): Promise<void>;
+}
+
+/**
+ * Releases every orphan of the driver's runtime dir. They are thawed before runsc is asked about
+ * any of them: runsc asks a container it loads whether it still runs, and a frozen sentry never
+ * answers, so each such command waited for its timeout (a minute) and so did the node's start.
+ */
+export async function sweepOrphans(layout: DriverLayout, s: OrphanSweep): Promise<void> {
+  await s.thawAll();
+  for (const id of await findOrphans(
+    layout,
+    () => s.list(),
+    (id) => s.known(id),
+  ))
+    await s.release(id);
+}
