@@ -89,7 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<NodeApp> {
   });
 
   app.setErrorHandler(errorHandler);
-  drainRefusedBodies(app);
+  app.addHook('onSend', drainRefusedBodies());
   app.setNotFoundHandler((req) => {
     throw notFound(`no route for ${req.method} ${req.url.split('?')[0]}`);
   });

@@ -1,16 +1,20 @@
-import type { FastifyInstance } from 'fastify';
+import type { IncomingMessage } from 'node:http';
 
 /** How much of a refused body the node still reads so that its sender gets to see the answer. */
 const DISCARD_LIMIT = 16 << 20;
 
 /**
- * Fastify answers a body over the limit with 413 and `Connection: close` while the client is
- * still writing it; the closed socket then resets the rest of the upload, and the client (fetch,
- * the SDKs) reports EPIPE instead of the 413. Like a web server's lingering close, the node reads
- * and drops the rest of a refused body, up to a bound past which it closes anyway.
+ * An onSend hook. Fastify answers a body over the limit with 413 and `Connection: close` while
+ * the client is still writing it; the closed socket then resets the rest of the upload, and the
+ * client (fetch, the SDKs) reports EPIPE instead of the 413. Like a web server's lingering close,
+ * the node reads and drops the rest of a refused body, up to a bound past which it closes anyway.
  */
-export function drainRefusedBodies(app: FastifyInstance, limit = DISCARD_LIMIT): void {
-  app.addHook('onSend', async (request, reply, payload) => {
+export function drainRefusedBodies(limit = DISCARD_LIMIT) {
+  return async <P>(
+    request: { raw: IncomingMessage },
+    reply: { statusCode: number; removeHeader(name: string): unknown },
+    payload: P,
+  ): Promise<P> => {
     const raw = request.raw;
     if (reply.statusCode !== 413 || raw.complete) return payload;
     reply.removeHeader('connection');
@@ -21,5 +25,5 @@ export function drainRefusedBodies(app: FastifyInstance, limit = DISCARD_LIMIT):
     });
     raw.resume();
     return payload;
-  });
+  };
 }

@@ -8,7 +8,7 @@ let port: number;
 
 beforeAll(async () => {
   app = Fastify({ bodyLimit: 1024 });
-  drainRefusedBodies(app, 1 << 20);
+  app.addHook('onSend', drainRefusedBodies(1 << 20));
   app.post('/echo', async (req) => req.body);
   await app.listen({ host: '127.0.0.1', port: 0 });
   port = (app.server.address() as { port: number }).port;
