@@ -40,11 +40,15 @@ export class VolumeBinds {
   bind(mounts: readonly EnvdVolumeMount[]): void {
     for (const m of mounts) {
       if (this.bound.get(m.path) === m.name) continue;
-      if (!this.addon) throw new EnvdError('internal', 'volumes cannot be mounted: envd has no bind-mount addon');
+      if (!this.addon)
+        throw new EnvdError('internal', 'volumes cannot be mounted: envd has no bind-mount addon');
       mkdirSync(m.path, { recursive: true });
       const r = this.addon.bindMount(path.join(this.root, m.name), m.path);
       if (r !== 0)
-        throw new EnvdError('internal', `volume ${m.name} could not be mounted at ${m.path}: ${errnoName(-r)}`);
+        throw new EnvdError(
+          'internal',
+          `volume ${m.name} could not be mounted at ${m.path}: ${errnoName(-r)}`,
+        );
       this.bound.set(m.path, m.name);
     }
   }

@@ -48,7 +48,8 @@ export async function checkVolumes(volumes: readonly SandboxVolume[]): Promise<v
     if (seen.has(v.name)) throw new InvalidRequestError(`volume ${v.name} given twice`);
     seen.add(v.name);
     const st = await stat(v.hostPath).catch(() => null);
-    if (!st?.isDirectory()) throw new InvalidRequestError(`volume ${v.name}: ${v.hostPath} is not a directory`);
+    if (!st?.isDirectory())
+      throw new InvalidRequestError(`volume ${v.name}: ${v.hostPath} is not a directory`);
   }
 }
 
