@@ -121,9 +121,10 @@ describe('volumes through the E2B SDK', () => {
       await sbx.commands.run('echo from-template > /vol/tpl.txt');
       expect(await vol.readFile('/tpl.txt')).toBe('from-template\n');
       // The sandbox's mount point holds its own volume only, and only root enters it.
-      expect((await sbx.commands.run('sudo ls -a /.aenv-volumes')).stdout.split('\n')).toContain(vol.name);
       expect((await sbx.commands.run('sudo ls /.aenv-volumes')).stdout).toBe(`${vol.name}\n`);
-      await expect(sbx.commands.run('ls /.aenv-volumes')).rejects.toThrow(/Permission denied/);
+      expect((await sbx.commands.run('ls /.aenv-volumes 2>&1 || true')).stdout).toContain(
+        'Permission denied',
+      );
 
       // A snapshot of a sandbox without volumes, and a sandbox from it with one.
       const plain = await Sandbox.create(alias);
