@@ -115,7 +115,9 @@ describe('volumes through the E2B SDK', () => {
     await Template.build(Template().fromTemplate('base').runCmd('echo built > /home/user/built.txt'), alias);
     const sandboxes: Sandbox[] = [];
     try {
+      const t0 = performance.now();
       const sbx = await Sandbox.create(alias, { volumeMounts: { '/vol': vol } });
+      console.log(`create of ${alias} with a volume: ${Math.round(performance.now() - t0)} ms`);
       sandboxes.push(sbx);
       expect((await sbx.commands.run('cat /home/user/built.txt /vol/seed.txt')).stdout).toBe('built\nseed');
       await sbx.commands.run('echo from-template > /vol/tpl.txt');
