@@ -80,7 +80,9 @@ describe('volumes through the E2B SDK', () => {
 
   it('stay mounted across pause/resume and in forked children', async () => {
     const vol = await newVolume('kept');
+    const t0 = performance.now();
     const sbx = await Sandbox.create({ volumeMounts: { '/vol': vol }, timeoutMs: 300_000 });
+    console.log(`create of base with a volume: ${Math.round(performance.now() - t0)} ms`);
     const kids: Sandbox[] = [];
     try {
       await sbx.commands.run('echo before > /vol/before.txt');
