@@ -304,7 +304,8 @@ function copyExecutable(from: string, to: string): void {
 /**
  * The native addons of envd, each compiled from native/<name>.c into <dir>/native/<name>.node:
  * loop-refresh (how envd drops a dead epoll interest a restored checkpoint can carry) and
- * bind-mount (how envd gives a sandbox its own boot id, see src/boot-id.ts).
+ * bind-mount (how envd gives a sandbox its own boot id, see src/boot-id.ts, and binds its volumes,
+ * src/volumes.ts).
  */
 export const NATIVE_ADDONS = ['loop-refresh', 'bind-mount'] as const;
 

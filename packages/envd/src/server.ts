@@ -4,6 +4,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { Filesystem, Process } from '@agentenv/protocol';
 import type { Logger } from 'pino';
 import { BootId } from './boot-id.js';
+import { VolumeBinds } from './volumes.js';
 import { EnvdError, invalidArgument } from './errors.js';
 import { filesystemService } from './filesystem/service.js';
 import { handleEnvs, handleInit, handleMetrics } from './http/control.js';
@@ -64,6 +65,7 @@ function requestHandler(state: EnvdState, processes: ProcessManager, logger: Log
   const metrics = new SystemMetrics();
   const rpc = rpcHandler(state, processes);
   const bootId = new BootId(logger);
+  const volumes = new VolumeBinds();
   return async (req, res) => {
     const url = requestUrl(req.url ?? '/');
     const key = `${req.method} ${url.pathname}`;
@@ -85,7 +87,7 @@ function requestHandler(state: EnvdState, processes: ProcessManager, logger: Log
       // The node's first call after a restore: drop any dead epoll interest the capture carried
       // (see loop-refresh.ts) before the sandbox is handed out.
       refreshEventLoop(logger, 'init');
-      return handleInit(req, res, state, bootId);
+      return handleInit(req, res, state, bootId, volumes);
     }
     if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
       throw new EnvdError('unauthenticated', 'unauthorized access, please provide a valid access token');

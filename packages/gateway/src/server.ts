@@ -19,6 +19,7 @@ import { handlePause } from './handlers/pause.js';
 import { handleResume, handleSandboxCall, handleSnapshot } from './handlers/sandbox.js';
 import { handleTemplate, handleAnyNode } from './handlers/shared.js';
 import { handleTraffic, handleTrafficUpgrade } from './handlers/traffic.js';
+import { handleVolumeCall, handleVolumeList } from './handlers/volumes.js';
 import { classify, ROUTE_ACCESS, type ControlRoute } from './routing/classify.js';
 import type { ClientRequest, ClientResponse } from './upstream/node-http.js';
 
@@ -63,6 +64,11 @@ async function control(ctx: GatewayContext, req: ClientRequest, res: ClientRespo
       return handleSandboxCall(ctx, req, res, route.sandboxId);
     case 'template':
       return handleTemplate(ctx, req, res, route);
+    case 'volumes':
+      return handleVolumeList(ctx, req, res);
+    case 'volume':
+    case 'volume-content':
+      return handleVolumeCall(ctx, req, res, route.probe);
     case 'any-node':
       return handleAnyNode(ctx, req, res);
   }

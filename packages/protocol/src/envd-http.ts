@@ -15,6 +15,14 @@ export interface EnvdInit {
   timestamp: string;
   /** A fresh /proc/sys/kernel/random/boot_id, for a sandbox that starts fresh. */
   bootId?: string;
+  /** Volumes to bind at their paths, from beneath VOLUMES_SANDBOX_PATH. */
+  volumeMounts?: EnvdVolumeMount[];
+}
+
+/** A volume under VOLUMES_SANDBOX_PATH/`name`, to be seen at `path` (absolute). */
+export interface EnvdVolumeMount {
+  name: string;
+  path: string;
 }
 
 /** GET /metrics: one sample of the sandbox's usage as envd sees it (bytes, percent, unix seconds). */

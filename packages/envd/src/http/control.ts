@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { BootId } from '../boot-id.js';
+import { checkVolumeMounts, type VolumeBinds } from '../volumes.js';
 import { invalidArgument, unauthenticated } from '../errors.js';
 import type { EnvdInit } from '@agentenv/protocol';
 import type { EnvdState } from '../state.js';
@@ -15,6 +16,7 @@ export async function handleInit(
   res: ServerResponse,
   state: EnvdState,
   bootId: BootId,
+  volumes: VolumeBinds,
 ): Promise<void> {
   if (!state.tokenAccepted(req.headers['x-access-token'] as string | undefined)) {
     throw unauthenticated('unauthorized access, please provide a valid access token');
@@ -24,7 +26,10 @@ export async function handleInit(
     throw invalidArgument('init body must be a JSON object');
   }
   const init = body as Partial<EnvdInit>;
-  if (state.init(init) && init.bootId) bootId.set(init.bootId);
+  const mounts = checkVolumeMounts(init.volumeMounts);
+  if (!state.init(init)) return void res.writeHead(204).end();
+  if (init.bootId) bootId.set(init.bootId);
+  volumes.bind(mounts);
   res.writeHead(204).end();
 }
 

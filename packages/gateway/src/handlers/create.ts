@@ -4,7 +4,9 @@ import { DEFAULT_TEMPLATE, DomainError } from '@agentenv/common';
 import { parseObject, readBody } from '../http.js';
 import type { PlacementHint } from '../scheduler/scheduler.js';
 import type { ClientRequest, ClientResponse } from '../upstream/node-http.js';
+import { listableNodes } from './list.js';
 import { placeAndSend } from './place-retry.js';
+import { nodesForVolumes } from './volumes.js';
 
 /**
  * What placement can learn from a create's body: its template (or snapshot), and for a cold
@@ -35,7 +37,13 @@ export async function handleCreate(
   cold: boolean,
 ): Promise<void> {
   const raw = await readBody(req);
-  const hint = createHint(parseObject(raw), cold);
+  const body = parseObject(raw);
+  const hint = createHint(body, cold);
+  const volumeNodes = await nodesForVolumes(ctx, req, body);
+  if (volumeNodes) {
+    const others = (await listableNodes(ctx)).filter((n) => !volumeNodes.includes(n.nodeId));
+    hint.excludeNodes = others.map((n) => n.nodeId);
+  }
   const key = req.headers['idempotency-key'];
   if (Array.isArray(key)) throw new DomainError('invalid', 'Idempotency-Key given more than once');
   if (key !== undefined && (key.length === 0 || key.length > 256))

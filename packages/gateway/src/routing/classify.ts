@@ -24,6 +24,13 @@ export type ControlRoute =
   | { kind: 'sandbox'; sandboxId: string }
   /** Template builds keep their state on the node that runs them. */
   | { kind: 'template'; templateId?: string; register: boolean }
+  /** GET /volumes: every node's volumes, merged. */
+  | { kind: 'volumes' }
+  /**
+   * A call on one volume, sent to the node that answers `probe` for it; the content API is
+   * authorised by the volume's own token (on the node), not by the API key.
+   */
+  | { kind: 'volume' | 'volume-content'; probe: string }
   /** Served from the shared repository: any healthy node answers. */
   | { kind: 'any-node' };
 
@@ -43,6 +50,9 @@ export const ROUTE_ACCESS: Record<ControlRoute['kind'], 'public' | 'key'> = {
   snapshot: 'key',
   sandbox: 'key',
   template: 'key',
+  volumes: 'key',
+  volume: 'key',
+  'volume-content': 'public',
   'any-node': 'key',
 };
 
@@ -57,6 +67,21 @@ function segment(s: string): string {
 
 const ID = '([a-z0-9]{1,64})';
 const SANDBOX = new RegExp(`^/(v2/)?sandboxes/${ID}(/.*)?$`);
+const VOLUME = /^\/volumes\/([^/]+)$/;
+const VOLUME_CONTENT = /^\/volumecontent\/([^/]+)(\/.*)?$/;
+
+/** The route of a volume call, if it is one (POST /volumes goes to any node, like a template's). */
+function volumeRoute(method: string, path: string): ControlRoute | undefined {
+  if (path === '/volumes' && method === 'GET') return { kind: 'volumes' };
+  const vol = VOLUME.exec(path);
+  if (vol) return { kind: 'volume', probe: `/volumes/${encodeURIComponent(segment(vol[1]!))}` };
+  const content = VOLUME_CONTENT.exec(path);
+  if (content) {
+    const id = encodeURIComponent(segment(content[1]!));
+    return { kind: 'volume-content', probe: `/volumecontent/${id}/path?path=%2F` };
+  }
+  return undefined;
+}
 
 /** The route of a control request, from its target as `normalizeTarget` (@agentenv/common) left it. */
 export function classify(method: string, url: string): ControlRoute {
@@ -87,6 +112,8 @@ export function classify(method: string, url: string): ControlRoute {
   }
   if (method === 'POST' && ['/v3/templates', '/v2/templates', '/templates'].includes(path))
     return { kind: 'template', register: true };
+  const volume = volumeRoute(method, path);
+  if (volume) return volume;
   const tpl = /^\/(?:v2\/)?templates\/([^/]+)\/(files|builds)(\/.*)?$/.exec(path);
   if (tpl) return { kind: 'template', templateId: segment(tpl[1]!), register: false };
   return { kind: 'any-node' };

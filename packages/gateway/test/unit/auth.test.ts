@@ -44,6 +44,9 @@ const SAMPLES: [string, string, ControlRoute['kind']][] = [
   ['DELETE', '/sandboxes/abc123', 'sandbox'],
   ['POST', '/v3/templates', 'template'],
   ['GET', '/templates/t1/builds/b1/status', 'template'],
+  ['GET', '/volumes', 'volumes'],
+  ['DELETE', '/volumes/vol1', 'volume'],
+  ['GET', '/volumecontent/vol1/dir?path=/', 'volume-content'],
   ['GET', '/templates', 'any-node'],
   ['GET', '/nowhere', 'any-node'],
 ];
@@ -116,7 +119,7 @@ describe('the gateway authenticates on the route it matched', () => {
       Object.entries(ROUTE_ACCESS)
         .filter(([, a]) => a === 'public')
         .map(([k]) => k),
-    ).toEqual(['health', 'metrics']);
+    ).toEqual(['health', 'metrics', 'volume-content']);
   });
 
   it('answers every route × key × spelling as its access says', { timeout: 60_000 }, async () => {

@@ -35,6 +35,15 @@ describe('control-plane routing', () => {
       '/templates/t1/builds/b1/status?logsOffset=2',
       { kind: 'template', templateId: 't1', register: false },
     ],
+    ['GET', '/volumes', { kind: 'volumes' }],
+    ['POST', '/volumes', { kind: 'any-node' }],
+    ['GET', '/volumes/vol1', { kind: 'volume', probe: '/volumes/vol1' }],
+    ['DELETE', '/volumes/a%2Fb', { kind: 'volume', probe: '/volumes/a%2Fb' }],
+    [
+      'PUT',
+      '/volumecontent/vol1/file?path=/x',
+      { kind: 'volume-content', probe: '/volumecontent/vol1/path?path=%2F' },
+    ],
     ['GET', '/templates', { kind: 'any-node' }],
     // Template.exists: built templates and snapshots are in the shared repository, base everywhere.
     ['GET', '/templates/aliases/base', { kind: 'any-node' }],

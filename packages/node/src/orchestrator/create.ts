@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { invalid, withContext } from '@agentenv/common';
+import { withContext } from '@agentenv/common';
 import type { EnvdInit } from '@agentenv/protocol';
 import { initDefaults } from '../envd/index.js';
 import type { EgressRules } from '../network/index.js';
-import type { SandboxHandle } from '../runtime/index.js';
+import type { SandboxHandle, SandboxVolume } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
 import { isoTime, newSandboxId } from '../util/index.js';
 import type { Admission } from './admission.js';
@@ -49,7 +49,8 @@ export class Creator {
     return this.admission.run({ kind: 'create', ...resources }, async () => {
       const template = await this.core.d.sources.resolve(input.source);
       try {
-        // A restore takes only its capture's own mounts, so creates with volumes boot fresh.
+        // A warm sandbox was restored without volumes, and gVisor takes a sandbox's mounts once,
+        // at restore: a create with volumes restores the ready state itself.
         const pool =
           !template.snapshotId && template.capture && !input.volumeMounts?.length
             ? this.core.d.pool
@@ -89,7 +90,7 @@ export class Creator {
         const { handle, slot } = await this.startInSlot(template, input, rec, from.pool, taken);
         await d
           .envd(slot.hostAddress, handle.envdPort)
-          .init(initFor(template, rec, clock.now()), template.envdToken);
+          .init(initFor(template, rec, clock.now(), input.volumeMounts), template.envdToken);
         this.core.live.set(id, { handle, slot });
         const running: SandboxRecord = { ...rec, state: 'running', handle };
         if (!d.store.compareAndSet(running, 'creating'))
@@ -128,21 +129,12 @@ export class Creator {
     const { d } = this.core;
     const pooled = pool && (await this.fromPool(pool, template, rec, taken));
     if (pooled) return pooled;
-    const volumes = volumeMountsOf(input);
-    const boot = template.boot ?? (volumes.length ? template.coldBoot : undefined);
-    if (volumes.length && !boot)
-      throw invalid(
-        `volumes cannot be mounted into sandboxes of ${rec.templateId}: they restore a captured state`,
-      );
+    const volumes = sandboxVolumes(input.volumeMounts);
     const slot = (taken.slot = await d.slots.acquire(rec.egress));
-    const handle: SandboxHandle = boot
-      ? await d.driver.start({
-          ...boot,
-          mounts: [...(boot.mounts ?? []), ...volumes],
-          resources: template.defaults,
-          net: slot,
-        })
-      : await d.driver.restore({ capture: template.capture!, resources: template.defaults, net: slot });
+    const common = { resources: template.defaults, net: slot, volumes };
+    const handle: SandboxHandle = template.boot
+      ? await d.driver.start({ ...template.boot, ...common })
+      : await d.driver.restore({ capture: template.capture, ...common });
     taken.handle = handle;
     return { handle, slot };
   }
@@ -184,7 +176,7 @@ export class Creator {
     const { nodeSecret } = this.core.d;
     const id = newSandboxId();
     const startedAt = isoTime(this.core.clock.now());
-    // A fork's children mount the parent's volumes already: they are in its capture.
+    // A fork's children have the parent's volumes: its capture carries them (and their binds).
     const shownMounts = input.volumeMounts?.length
       ? input.volumeMounts.map(({ name, path }) => ({ name, path }))
       : input.source.kind === 'fork'
@@ -221,9 +213,15 @@ export class Creator {
 
 /**
  * What envd is told at /init: the sandbox's ids, tokens, variables and defaults, and a boot id of
- * its own (every caller starts a sandbox fresh: a create, a fork child, a filesystem-only resume).
+ * its own (every caller starts a sandbox fresh: a create, a fork child, a filesystem-only resume);
+ * for a create with volumes, where to bind them.
  */
-export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: number): EnvdInit {
+export function initFor(
+  template: ResolvedTemplate,
+  rec: SandboxRecord,
+  now: number,
+  volumes: readonly { name: string; path: string }[] = [],
+): EnvdInit {
   return {
     envVars: {
       ...template.sandboxDefaults?.envVars,
@@ -239,13 +237,12 @@ export function initFor(template: ResolvedTemplate, rec: SandboxRecord, now: num
     ...initDefaults(template.sandboxDefaults),
     timestamp: isoTime(now),
     bootId: randomUUID(),
+    ...(volumes.length ? { volumeMounts: volumes.map(({ name, path }) => ({ name, path })) } : {}),
   };
 }
 
-function volumeMountsOf(input: CreateSandboxInput) {
-  return (input.volumeMounts ?? []).map((v) => ({
-    hostPath: v.hostPath,
-    sandboxPath: v.path,
-    writable: true,
-  }));
+/** Each volume once beneath the sandbox's volume mount point, however many paths show it. */
+function sandboxVolumes(mounts: CreateSandboxInput['volumeMounts'] = []): SandboxVolume[] {
+  const byName = new Map(mounts.map((m) => [m.name, { name: m.name, hostPath: m.hostPath }]));
+  return [...byName.values()];
 }

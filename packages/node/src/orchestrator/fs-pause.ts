@@ -1,6 +1,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DomainError } from '@agentenv/common';
+import { VOLUMES_SANDBOX_PATH } from '@agentenv/protocol';
 import type { EnvdApi } from '../envd/index.js';
 import { TOOLS_SANDBOX_PATH } from '../envd/tools.js';
 import {
@@ -34,8 +35,8 @@ export const FS_CAPTURE_SETTING = 'filesystem';
 
 /** Scratch space inside the sandbox; on a tmpfs that is itself never captured. */
 const SCRATCH = '/dev/shm/.aenv-fs';
-/** Never captured: kernel and runtime file systems, and the read-only tools mount. */
-const PRUNED = ['/proc', '/sys', '/dev', '/run', TOOLS_SANDBOX_PATH];
+/** Never captured: kernel and runtime file systems, the read-only tools mount, the volumes' mount point. */
+const PRUNED = ['/proc', '/sys', '/dev', '/run', TOOLS_SANDBOX_PATH, VOLUMES_SANDBOX_PATH];
 
 const prune = PRUNED.map((p) => `-path ${p}`).join(' -o ');
 

@@ -21,11 +21,6 @@ interface TemplateCommon {
   envdVersion: string;
   /** The envd token already set inside the capture (a snapshot of a secure sandbox), for /init. */
   envdToken?: string;
-  /**
-   * How to boot the template fresh when a create adds mounts (volumes): a restore only takes the
-   * capture's own mounts. Absent when the capture holds state its layers lack (a build, a snapshot).
-   */
-  coldBoot?: BootSpec;
   /** Set when the template is a snapshot: its id. */
   snapshotId?: string;
   /** A snapshot's or a fork's: the source sandbox's filesSince (SandboxRecord), which it keeps. */

@@ -52,6 +52,13 @@ export function parseCaptureMeta(value: unknown): CaptureMeta {
   ) {
     bad('bad mounts');
   }
+  const volumes = value.volumes;
+  if (
+    volumes !== undefined &&
+    (!Array.isArray(volumes) ||
+      !volumes.every((v) => isObject(v) && typeof v.name === 'string' && typeof v.hostPath === 'string'))
+  )
+    bad('bad volumes');
   const init = value.init;
   if (!isObject(init) || !Array.isArray(init.args) || !init.args.every((a) => typeof a === 'string'))
     bad('bad init');

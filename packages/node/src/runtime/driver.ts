@@ -24,6 +24,16 @@ export interface ReadOnlyMount {
   readonly writable?: boolean;
 }
 
+/**
+ * A volume given to a sandbox: its host directory appears beneath the sandbox's volume mount
+ * point (VOLUMES_SANDBOX_PATH) as `name`, where envd binds it at the paths it was asked for.
+ */
+export interface SandboxVolume {
+  /** A directory name beneath the mount point (a volume name: letters, digits, '-', '_'). */
+  readonly name: string;
+  readonly hostPath: string;
+}
+
 /** The sandbox's first process: envd, started from the read-only tools mount. */
 export interface InitProcess {
   readonly args: readonly string[];
@@ -49,6 +59,7 @@ export interface StartRequest {
   readonly resources: Resources;
   readonly init: InitProcess;
   readonly mounts?: readonly ReadOnlyMount[];
+  readonly volumes?: readonly SandboxVolume[];
   /** Absent: the sandbox gets no network but loopback (envd is then probed through the runtime). */
   readonly net?: SandboxNet;
   /** Port envd listens on inside the sandbox; the driver waits for GET /health there. */
@@ -82,6 +93,12 @@ export interface CaptureMeta {
   readonly resources: Resources;
   readonly layers: readonly string[];
   readonly mounts: readonly ReadOnlyMount[];
+  /**
+   * The volumes beneath its volume mount point, which a restore binds again (the sandbox's own
+   * binds of them are in its memory). Absent: captured without the mount point (older captures),
+   * so no volume can be given to a restore of it.
+   */
+  readonly volumes?: readonly SandboxVolume[];
   readonly init: InitProcess;
   readonly envdPort: number;
   readonly hostname: string;
@@ -110,6 +127,8 @@ export interface RestoreRequest {
   readonly resources: Resources;
   readonly net?: SandboxNet;
   readonly readyTimeoutMs?: number;
+  /** Volumes added to the capture's own (one of the same name replaces the capture's). */
+  readonly volumes?: readonly SandboxVolume[];
 }
 
 export interface SandboxStats {

@@ -82,7 +82,6 @@ export class BaseTemplate implements NamedSource {
       templateId: 'base',
       alias: 'base',
       capture: t.capture,
-      coldBoot: { layers: t.layers, mounts: t.mounts, init: t.init, envdPort: t.envdPort },
       defaults: DEFAULT_RESOURCES,
       sandboxDefaults: { user: 'user' },
       envdVersion: await envdVersion(this.opts.toolsDir),

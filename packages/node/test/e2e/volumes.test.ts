@@ -1,4 +1,11 @@
-import { AuthenticationError, Sandbox, Volume, VolumeNotFoundError, VolumePathNotFoundError } from 'e2b';
+import {
+  AuthenticationError,
+  Sandbox,
+  Template,
+  Volume,
+  VolumeNotFoundError,
+  VolumePathNotFoundError,
+} from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { api, URL_BASE, useTestServer } from '@agentenv/test-support/server';
 
@@ -73,7 +80,9 @@ describe('volumes through the E2B SDK', () => {
 
   it('stay mounted across pause/resume and in forked children', async () => {
     const vol = await newVolume('kept');
+    const t0 = performance.now();
     const sbx = await Sandbox.create({ volumeMounts: { '/vol': vol }, timeoutMs: 300_000 });
+    console.log(`create of base with a volume: ${Math.round(performance.now() - t0)} ms`);
     const kids: Sandbox[] = [];
     try {
       await sbx.commands.run('echo before > /vol/before.txt');
@@ -101,6 +110,48 @@ describe('volumes through the E2B SDK', () => {
     }
   });
 
+  it('mount into sandboxes restored from a built template and from a snapshot', async () => {
+    const vol = await newVolume('restored');
+    await vol.writeFile('/seed.txt', 'seed');
+    const alias = `vol-tpl-${run}`;
+    await Template.build(Template().fromTemplate('base').runCmd('echo built > /home/user/built.txt'), alias);
+    const sandboxes: Sandbox[] = [];
+    try {
+      const t0 = performance.now();
+      const sbx = await Sandbox.create(alias, { volumeMounts: { '/vol': vol } });
+      console.log(`create of ${alias} with a volume: ${Math.round(performance.now() - t0)} ms`);
+      sandboxes.push(sbx);
+      expect((await sbx.commands.run('cat /home/user/built.txt /vol/seed.txt')).stdout).toBe('built\nseed');
+      await sbx.commands.run('echo from-template > /vol/tpl.txt');
+      expect(await vol.readFile('/tpl.txt')).toBe('from-template\n');
+      // The sandbox's mount point holds its own volume only, and only root enters it.
+      expect((await sbx.commands.run('sudo ls /.aenv-volumes')).stdout).toBe(`${vol.name}\n`);
+      expect((await sbx.commands.run('ls /.aenv-volumes 2>&1 || true')).stdout).toContain(
+        'Permission denied',
+      );
+
+      // A snapshot of a sandbox without volumes, and a sandbox from it with one.
+      const plain = await Sandbox.create(alias);
+      sandboxes.push(plain);
+      await plain.commands.run('echo in-snapshot > /home/user/snap.txt');
+      const snap = await plain.createSnapshot();
+      const fromSnap = await Sandbox.create(snap.snapshotId, { volumeMounts: { '/data': vol.name } });
+      sandboxes.push(fromSnap);
+      expect((await Sandbox.getInfo(fromSnap.sandboxId)).volumeMounts).toEqual([
+        { name: vol.name, path: '/data' },
+      ]);
+      expect((await fromSnap.commands.run('cat /home/user/snap.txt /data/tpl.txt')).stdout).toBe(
+        'in-snapshot\nfrom-template\n',
+      );
+      await fromSnap.files.write('/data/snap.txt', 'from-snapshot');
+      expect((await sbx.commands.run('cat /vol/snap.txt')).stdout).toBe('from-snapshot');
+      await api('DELETE', `/templates/${snap.snapshotId}`);
+    } finally {
+      await Promise.all(sandboxes.map((s) => s.kill()));
+      await api('DELETE', `/templates/${alias}`);
+    }
+  });
+
   it('refuse bad input with clear errors', async () => {
     const vol = await newVolume('bad');
     // Names.
@@ -120,21 +171,6 @@ describe('volumes through the E2B SDK', () => {
       const r = await create([{ name: vol.name, path }]);
       expect(r.status, path).toBe(400);
       expect(r.json.message).toContain(path);
-    }
-
-    // A snapshot's state is in its capture, which cannot take new mounts.
-    const src = await Sandbox.create();
-    try {
-      const snap = await src.createSnapshot();
-      const fromSnap = await api('POST', '/v2/sandboxes', {
-        templateID: snap.snapshotId,
-        volumeMounts: [{ name: vol.name, path: '/data' }],
-      });
-      expect(fromSnap.status).toBe(400);
-      expect(fromSnap.json.message).toContain('volumes cannot be mounted');
-      await api('DELETE', `/templates/${snap.snapshotId}`);
-    } finally {
-      await src.kill();
     }
 
     // Content API: '..', a wrong token, another volume's token, the quota.

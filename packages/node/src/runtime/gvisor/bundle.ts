@@ -1,6 +1,6 @@
 import { mkdir, open, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { InitProcess, ReadOnlyMount, Resources, SandboxNet } from '../driver.js';
+import type { InitProcess, ReadOnlyMount, Resources, SandboxNet, SandboxVolume } from '../driver.js';
 import { InvalidRequestError, SandboxStartError } from '../errors.js';
 import { newSandboxId } from '../ids.js';
 import type { GvisorHost } from './host.js';
@@ -9,6 +9,7 @@ import { mountLayers, mountTmpfs } from './mounts.js';
 import { buildOciSpec, resourcesProblem } from './oci-spec.js';
 import { runDetached } from './reaper.js';
 import { describeFailure, runscGlobalArgs, type RunscFlags } from './runsc.js';
+import { bindVolumes, volumesMount } from './volumes.js';
 
 /** Where the sandbox's private writable layer lives (both are inside the checkpoint image). */
 export type UpperMedium =
@@ -21,6 +22,7 @@ export type UpperMedium =
 export interface BootPlan {
   readonly layers: readonly string[];
   readonly mounts: readonly ReadOnlyMount[];
+  readonly volumes: readonly SandboxVolume[];
   readonly init: InitProcess;
   readonly hostname: string;
   readonly resources: Resources;
@@ -90,7 +92,7 @@ export function sandboxFlags(
  */
 export async function createBundle(
   layout: DriverLayout,
-  plan: Pick<BootPlan, 'layers' | 'resources' | 'net'>,
+  plan: Pick<BootPlan, 'layers' | 'resources' | 'net' | 'volumes'>,
   o: { upper: UpperMedium; netDisconnectOk: boolean },
   cleanup: (b: Bundle) => Promise<void>,
 ): Promise<Bundle> {
@@ -114,6 +116,7 @@ export async function createBundle(
       await mkdir(join(dir, 'upper'));
       await mountTmpfs(join(dir, 'upper'), plan.resources.diskSizeMB);
     }
+    await bindVolumes(dir, plan.volumes);
   } catch (e) {
     await cleanup(b);
     throw new SandboxStartError('start_failed', `preparing sandbox ${id} failed: ${(e as Error).message}`);
@@ -130,6 +133,7 @@ export async function writeSpec(
     rootfs: b.rootfs,
     init: plan.init,
     mounts: plan.mounts,
+    volumes: volumesMount(b.dir),
     resources: plan.resources,
     netnsPath: plan.net?.netnsPath,
     hostname: plan.hostname,

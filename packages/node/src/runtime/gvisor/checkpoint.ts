@@ -8,6 +8,7 @@ import type {
   InitProcess,
   ReadOnlyMount,
   SandboxHandle,
+  SandboxVolume,
 } from '../driver.js';
 import { CaptureInvalidError, CheckpointError, InvalidRequestError } from '../errors.js';
 import { describeFailure, isConnectedStateError, type CommandResult } from './runsc.js';
@@ -19,6 +20,7 @@ export interface CaptureSource {
   readonly handle: SandboxHandle;
   readonly layers: readonly string[];
   readonly mounts: readonly ReadOnlyMount[];
+  readonly volumes: readonly SandboxVolume[];
   readonly init: InitProcess;
   readonly hostname: string;
 }
@@ -88,6 +90,7 @@ export async function checkpointInto(
       resources: source.handle.resources,
       layers: source.layers,
       mounts: source.mounts,
+      volumes: source.volumes,
       init: source.init,
       envdPort: source.handle.envdPort,
       hostname: source.hostname,

@@ -57,6 +57,7 @@ import {
   type RunscFlags,
 } from './runsc.js';
 import { Reclaimer } from './teardown.js';
+import { checkVolumes, restoreVolumes } from './volumes.js';
 
 export type { UpperMedium } from './bundle.js';
 
@@ -198,9 +199,11 @@ export class GvisorDriver implements RuntimeDriver {
     const host = await this.ready();
     validateBoot(req.resources, req.layers, req.mounts ?? [], req.envdPort);
     await checkPaths(req.layers, req.mounts ?? []);
+    await checkVolumes(req.volumes ?? []);
     return this.boot(host, 'runsc run', (b) => ['run', '--bundle', b.dir], {
       layers: req.layers,
       mounts: req.mounts ?? [],
+      volumes: req.volumes ?? [],
       init: req.init,
       hostname: req.hostname ?? DEFAULT_HOSTNAME,
       resources: req.resources,
@@ -219,6 +222,8 @@ export class GvisorDriver implements RuntimeDriver {
     await checkPaths(meta.layers, meta.mounts).catch((e: Error) => {
       throw new CaptureInvalidError(`capture ${capture.dir} cannot be restored here: ${e.message}`);
     });
+    const volumes = restoreVolumes(meta, req.volumes ?? []);
+    await checkVolumes(volumes);
     return this.boot(
       host,
       'runsc restore',
@@ -226,6 +231,7 @@ export class GvisorDriver implements RuntimeDriver {
       {
         layers: meta.layers,
         mounts: meta.mounts,
+        volumes,
         init: meta.init,
         hostname: meta.hostname,
         resources: req.resources,
@@ -295,6 +301,7 @@ export class GvisorDriver implements RuntimeDriver {
       handle: ready,
       layers: plan.layers,
       mounts: plan.mounts,
+      volumes: plan.volumes,
       init: plan.init,
       hostname: plan.hostname,
     };

@@ -5,6 +5,8 @@ export interface OciSpecInput {
   readonly rootfs: string;
   readonly init: InitProcess;
   readonly mounts: readonly ReadOnlyMount[];
+  /** A mount for the sandbox's volumes (volumes.ts); absent for runsc baselines. */
+  readonly volumes?: Record<string, unknown>;
   readonly resources: Resources;
   /** Absent: no network namespace is joined (runsc runs with --network=none). */
   readonly netnsPath?: string;
@@ -126,6 +128,7 @@ export function buildOciSpec(input: OciSpecInput): Record<string, unknown> {
         source: m.hostPath,
         options: ['rbind', m.writable ? 'rw' : 'ro', 'nosuid', 'nodev'],
       })),
+      ...(input.volumes ? [input.volumes] : []),
     ],
     linux: {
       namespaces,

@@ -6,6 +6,7 @@ import { removeCgroups } from './cgroups.js';
 import type { GvisorHost } from './host.js';
 import type { DriverLayout } from './layout.js';
 import { unmountIfMounted } from './mounts.js';
+import { unbindVolumes } from './volumes.js';
 import { stopProcesses } from './processes.js';
 import { runCommand, runscGlobalArgs } from './runsc.js';
 
@@ -96,6 +97,11 @@ export class Reclaimer {
     }
     await unmountIfMounted(join(bundle, 'upper')).catch(() => null);
     await unmountIfMounted(join(bundle, 'rootfs')).catch(() => null);
-    await rm(bundle, { recursive: true, force: true }).catch(() => null);
+    // Never recursing into a volume: a bundle whose volumes stay bound is left for the next sweep.
+    const unbound = await unbindVolumes(bundle).then(
+      () => true,
+      () => false,
+    );
+    if (unbound) await rm(bundle, { recursive: true, force: true }).catch(() => null);
   }
 }

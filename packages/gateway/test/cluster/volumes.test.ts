@@ -1,0 +1,78 @@
+import { Sandbox, Volume } from 'e2b';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_CLUSTER_KEY, TestCluster } from '@agentenv/test-support/cluster';
+import { useGateway } from './sdk-env.js';
+
+/**
+ * Two nodes, each with its own volumes (no shared volume root): the gateway finds the node
+ * that holds a volume for its calls, and places a sandbox that mounts it there.
+ */
+describe('volumes through the gateway, each node holding its own', () => {
+  let c: TestCluster;
+  const run = Date.now().toString(36);
+
+  beforeAll(async () => {
+    c = await TestCluster.start({ nodes: 2, store: 'memory' });
+    useGateway(c.gatewayUrl);
+    process.env.E2B_VOLUME_API_URL = c.gatewayUrl;
+  });
+
+  afterAll(async () => {
+    await c?.stop();
+  });
+
+  /** A volume made on node `i` itself. */
+  async function volumeOn(i: number, name: string): Promise<Volume> {
+    const r = await fetch(`${c.nodeUrl(i)}/volumes`, {
+      method: 'POST',
+      headers: { 'x-api-key': TEST_CLUSTER_KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ name: `${name}-${run}` }),
+    });
+    expect(r.status).toBe(201);
+    const v = (await r.json()) as { volumeID: string; name: string; token: string };
+    return new Volume(v.volumeID, v.name, v.token);
+  }
+
+  it('reach the node that holds each volume, and a sandbox mounting one is placed there', async () => {
+    const [a, b] = [await volumeOn(0, 'on-a'), await volumeOn(1, 'on-b')];
+    const listed = (await Volume.list()).map((v) => v.name);
+    expect(listed).toEqual(expect.arrayContaining([a.name, b.name]));
+    expect((await Volume.getInfo(b.volumeId)).name).toBe(b.name);
+
+    // The content API through the gateway, with each volume's own token.
+    await b.writeFile('/seed.txt', 'on node 1');
+    expect(await b.readFile('/seed.txt')).toBe('on node 1');
+    await expect(new Volume(b.volumeId, b.name, 'forged').list('/')).rejects.toThrow();
+
+    const sbx = await Sandbox.create({ volumeMounts: { '/data': b } });
+    try {
+      expect((await c.placementOf()).get(sbx.sandboxId)).toBe(1);
+      expect((await sbx.commands.run('cat /data/seed.txt')).stdout).toBe('on node 1');
+      await sbx.commands.run('echo from-sandbox > /data/out.txt');
+      expect(await b.readFile('/out.txt')).toBe('from-sandbox\n');
+    } finally {
+      await sbx.kill();
+    }
+
+    // Volumes of two nodes, or of none, cannot be mounted together: the refusal says why.
+    const both = await c.api('POST', '/sandboxes', {
+      templateID: 'base',
+      volumeMounts: [
+        { name: a.name, path: '/a' },
+        { name: b.name, path: '/b' },
+      ],
+    });
+    expect(both.status).toBe(400);
+    expect((both.json as { message: string }).message).toContain('no node holds all of these volumes');
+    const none = await c.api('POST', '/sandboxes', {
+      templateID: 'base',
+      volumeMounts: [{ name: `missing-${run}`, path: '/m' }],
+    });
+    expect(none.status).toBe(400);
+    expect((none.json as { message: string }).message).toBe(`volume missing-${run} not found on any node`);
+
+    expect(await Volume.destroy(a.volumeId)).toBe(true);
+    expect(await Volume.destroy(b.volumeId)).toBe(true);
+    expect((await Volume.list()).map((v) => v.name)).not.toContain(a.name);
+  });
+});
