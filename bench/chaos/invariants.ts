@@ -40,8 +40,12 @@ export interface Verdict {
   counts: Record<Told, number>;
 }
 
-/** A loss the platform documents: its node failed (running) or was gone before the pause was stored. */
-export const INFRA_LOSS = /node failure|node .* (gone|lost)|not yet stored|never stored/i;
+/**
+ * A loss the platform documents: its node failed (the scheduler's `node failure`, or the node's own
+ * `node_restart` when it came back without the sandbox's processes), or the node was gone for good
+ * before a pause was stored.
+ */
+export const INFRA_LOSS = /node failure|node_restart|node .* (gone|lost)|not yet stored|never stored/i;
 
 export function judge(o: Observation): Verdict {
   const violations: Violation[] = [];
