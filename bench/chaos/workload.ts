@@ -43,8 +43,10 @@ export function classify(err: unknown): 'retryable' | 'gone' | 'unexpected' {
   const e = err as { name?: string; message?: string; statusCode?: number; cause?: { code?: string } };
   const text = `${e.name ?? ''} ${e.message ?? ''} ${e.cause?.code ?? ''}`;
   if (/\b(410)\b|lost|node failure/i.test(text)) return 'gone';
+  // The SDK's reading of a 502 for a sandbox whose node is away: until the cluster decides (the
+  // node back, or the sandbox lost), that is worth another try.
   if (
-    /ServiceBusy|RateLimit|Timeout|\b(429|502|503|504)\b|fetch failed|ECONN|EPIPE|socket|other side closed|terminated|aborted|unavailable|deadline/i.test(
+    /ServiceBusy|RateLimit|Timeout|not running anymore|\b(429|502|503|504)\b|fetch failed|ECONN|EPIPE|socket|other side closed|terminated|aborted|unavailable|deadline/i.test(
       text,
     )
   )

@@ -51,13 +51,15 @@ describe('the chaos run’s books', () => {
       told: [
         ['a', 'running'],
         ['b', 'paused'],
+        ['c', 'running'],
       ],
       seen: [
         ['a', { state: 'lost', reason: 'node failure: node h9n1 stopped heartbeating' }],
         ['b', { state: 'lost', reason: 'something else' }],
+        ['c', { state: 'lost', reason: 'sandbox c was lost: node_restart' }],
       ],
     });
-    expect(judge(o).lost).toBe(1);
+    expect(judge(o).lost).toBe(2);
     expect(rules(o)).toEqual(['lost-with-reason b']);
   });
 
@@ -103,6 +105,7 @@ describe('a chaos client’s reading of an error', () => {
     [new Error('503: scheduler unavailable'), 'retryable'],
     [Object.assign(new Error('fetch failed'), { cause: { code: 'ECONNREFUSED' } }), 'retryable'],
     [new Error('429: too many starts'), 'retryable'],
+    [new Error('Sandbox is probably not running anymore'), 'retryable'],
     [new Error('410: sandbox lost (node failure)'), 'gone'],
     [new Error('404: sandbox not found'), 'gone'],
     [new Error('400: bad request'), 'unexpected'],
