@@ -48,10 +48,10 @@ export class Pauser {
     try {
       if (kind === 'filesystem') {
         await captureFilesystem(this.core, rec, live, dir);
-        await this.core.drainConnections(rec.sandboxId);
+        await this.core.drainConnections(rec.sandboxId, 'pause');
         await d.driver.kill(live.handle);
       } else {
-        await this.core.drainConnections(rec.sandboxId);
+        await this.core.drainConnections(rec.sandboxId, 'pause');
         await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
       }
     } catch (err) {

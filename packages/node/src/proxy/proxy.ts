@@ -11,6 +11,7 @@ import {
 } from '@agentenv/common';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 import { authorize, refuseNodeOnly } from './access.js';
+import { cutError, isConnectStream, relayConnectStream, type StreamCut } from './connect-stream.js';
 import { errorResponseText, sandboxNotFound, sendAnswer, sendError } from './answers.js';
 import { clientHeaders, maskedHost } from './headers.js';
 import { bodyDeadline, isReplayable, readBody } from './request-body.js';
@@ -41,6 +42,8 @@ interface Upstream {
 export class SandboxProxy {
   private readonly agents = new Map<string, Agent>();
   private readonly upgraded = new Map<string, Set<Socket>>();
+  /** The cut of each Connect stream open into a sandbox (relayConnectStream). */
+  private readonly streams = new Map<string, Set<(error: { code: string; message: string }) => void>>();
   private readonly bodyIdleMs: number;
 
   constructor(
@@ -58,8 +61,13 @@ export class SandboxProxy {
     return a;
   }
 
-  /** Closes every connection into the sandbox (in-flight requests fail with 502). */
-  async drain(id: string): Promise<void> {
+  /**
+   * Closes every connection into the sandbox: a request not yet answered fails with 502, a
+   * Connect stream (a command's output) ends with the error `why` gives it.
+   */
+  async drain(id: string, why: StreamCut): Promise<void> {
+    for (const cut of this.streams.get(id) ?? []) cut(cutError(id, why));
+    this.streams.delete(id);
     this.agents.get(id)?.destroy();
     this.agents.delete(id);
     for (const s of this.upgraded.get(id) ?? []) s.destroy();
@@ -144,6 +152,7 @@ export class SandboxProxy {
         res.writeHead(up.statusCode ?? 502, clientHeaders(up, route));
         // Server-sent events and streamed RPC output must reach the client as they are produced.
         res.flushHeaders();
+        if (isConnectStream(up.headers)) return this.relayStream(route.sandboxId, up, res);
         up.pipe(res);
         up.on('error', () => res.destroy());
       });
@@ -178,6 +187,14 @@ export class SandboxProxy {
       });
     };
     send(0);
+  }
+
+  /** Relays a Connect stream, and keeps its cut for a drain until the client's answer closes. */
+  private relayStream(id: string, up: IncomingMessage, res: ServerResponse): void {
+    const cut = relayConnectStream(up, res, cutError(id, 'lost'));
+    const open = this.streams.get(id) ?? new Set();
+    this.streams.set(id, open.add(cut));
+    res.once('close', () => open.delete(cut));
   }
 
   /** The answer to a client that stopped sending its body: 408, and the connection closed. */
@@ -223,7 +240,7 @@ export class SandboxProxy {
   }
 
   close(): void {
-    for (const id of [...this.agents.keys(), ...this.upgraded.keys()]) void this.drain(id);
+    for (const id of [...this.agents.keys(), ...this.upgraded.keys()]) void this.drain(id, 'stop');
   }
 }
 
