@@ -4,14 +4,17 @@ import type { Logger } from 'pino';
 import {
   DomainError,
   forwardHeaders,
+  isConnectStream,
+  relayConnectStream,
   rawAnswerHead,
   spliceUpgrade,
+  type StreamError,
   statusBody,
   type SandboxRoute,
 } from '@agentenv/common';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 import { authorize, refuseNodeOnly } from './access.js';
-import { cutError, isConnectStream, relayConnectStream, type StreamCut } from './connect-stream.js';
+import { cutError, type StreamCut } from './stream-cuts.js';
 import { errorResponseText, sandboxNotFound, sendAnswer, sendError } from './answers.js';
 import { clientHeaders, maskedHost } from './headers.js';
 import { bodyDeadline, isReplayable, readBody } from './request-body.js';
@@ -43,7 +46,7 @@ export class SandboxProxy {
   private readonly agents = new Map<string, Agent>();
   private readonly upgraded = new Map<string, Set<Socket>>();
   /** The cut of each Connect stream open into a sandbox (relayConnectStream). */
-  private readonly streams = new Map<string, Set<(error: { code: string; message: string }) => void>>();
+  private readonly streams = new Map<string, Set<(error: StreamError) => void>>();
   private readonly bodyIdleMs: number;
 
   constructor(

@@ -2,55 +2,13 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { routeRequest } from '@agentenv/common';
-import { eventually } from '@agentenv/test-support';
+import { connectEnvelope, connectMessages, eventually } from '@agentenv/test-support';
 import { FakeNode } from '@agentenv/test-support/fakes';
-import { cutError, endStreamEnvelope, EnvelopeFramer } from '../../src/proxy/connect-stream.js';
+import { cutError } from '../../src/proxy/stream-cuts.js';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
 
-/** A Connect envelope of a JSON message. */
-const envelope = (msg: object, flags = 0) => {
-  const json = Buffer.from(JSON.stringify(msg));
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt8(flags, 0);
-  prefix.writeUInt32BE(json.length, 1);
-  return Buffer.concat([prefix, json]);
-};
-
-/** The messages of a Connect stream body: [flags, parsed JSON]. */
-function envelopes(body: Buffer): [number, unknown][] {
-  const out: [number, unknown][] = [];
-  for (let at = 0; at < body.length;) {
-    const len = body.readUInt32BE(at + 1);
-    out.push([body[at]!, JSON.parse(body.subarray(at + 5, at + 5 + len).toString())]);
-    at += 5 + len;
-  }
-  return out;
-}
-
-describe('EnvelopeFramer', () => {
-  it('passes whole envelopes only, however the bytes are split', () => {
-    const bytes = Buffer.concat([envelope({ a: 1 }), envelope({ b: 'two' }), envelope({}, 2)]);
-    for (const size of [1, 3, 5, 7, bytes.length]) {
-      const framer = new EnvelopeFramer();
-      const out: Buffer[] = [];
-      for (let i = 0; i < bytes.length; i += size) {
-        const whole = framer.take(bytes.subarray(i, i + size));
-        // Every piece passed on ends on a boundary.
-        if (whole.length) expect(() => envelopes(whole)).not.toThrow();
-        out.push(whole);
-      }
-      expect(Buffer.concat(out)).toEqual(bytes);
-      expect(framer.rest().length).toBe(0);
-    }
-    const framer = new EnvelopeFramer();
-    expect(framer.take(bytes.subarray(0, 9)).length).toBe(0);
-    expect(framer.rest().length).toBe(9);
-  });
-
-  it('ends a stream with an end-of-stream envelope carrying the error', () => {
-    expect(envelopes(endStreamEnvelope('unavailable', 'gone'))).toEqual([
-      [2, { error: { code: 'unavailable', message: 'gone' } }],
-    ]);
+describe('stream cuts', () => {
+  it('say why: unavailable for a sandbox paused, killed or lost, aborted for a capture', () => {
     expect(cutError('s1', 'pause')).toEqual({ code: 'unavailable', message: 'sandbox s1 was paused' });
     expect(cutError('s1', 'kill')).toEqual({ code: 'unavailable', message: 'sandbox s1 was killed' });
     expect(cutError('s1', 'fork').code).toBe('aborted');
@@ -71,9 +29,9 @@ const listen = (s: Server) =>
 beforeAll(async () => {
   const upstream = createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/connect+json' });
-    const next = envelope({ event: { data: { stdout: 'aGVsbG8=' } } });
+    const next = connectEnvelope({ event: { data: { stdout: 'aGVsbG8=' } } });
     // One whole message and the first half of the next: the stream is cut mid-envelope.
-    res.write(Buffer.concat([envelope({ event: { start: { pid: 7 } } }), next.subarray(0, 8)]));
+    res.write(Buffer.concat([connectEnvelope({ event: { start: { pid: 7 } } }), next.subarray(0, 8)]));
     open.add(res);
     if (req.url === '/lose') setTimeout(() => res.socket?.destroy(), 20);
   });
@@ -117,7 +75,7 @@ describe('a Connect stream through the proxy', () => {
       const { body } = await stream(id);
       await eventually(() => expect(node.orchestrator.activity.openRequests(id)).toBe(1));
       await (op === 'pause' ? node.orchestrator.pause(id) : node.orchestrator.kill(id));
-      expect(envelopes(await body)).toEqual([
+      expect(connectMessages(await body)).toEqual([
         [0, started[1]],
         [2, { error: { code: 'unavailable', message: `sandbox ${id} was ${word}` } }],
       ]);
@@ -130,7 +88,7 @@ describe('a Connect stream through the proxy', () => {
     const { body } = await stream(id);
     await eventually(() => expect(node.orchestrator.activity.openRequests(id)).toBe(1));
     await node.orchestrator.snapshot(id);
-    const end = envelopes(await body).at(-1)!;
+    const end = connectMessages(await body).at(-1)!;
     expect(end).toMatchObject([2, { error: { code: 'aborted' } }]);
     expect(node.orchestrator.get(id).state).toBe('running');
     await node.orchestrator.kill(id);
@@ -139,7 +97,7 @@ describe('a Connect stream through the proxy', () => {
   it('ends with unavailable when the sandbox side of the connection breaks by itself', async () => {
     const id = (await node.create()).sandboxId;
     const { body } = await stream(id, '/lose');
-    expect(envelopes(await body)).toEqual([
+    expect(connectMessages(await body)).toEqual([
       [0, started[1]],
       [2, { error: { code: 'unavailable', message: `the connection to sandbox ${id} was lost` } }],
     ]);

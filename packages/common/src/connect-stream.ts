@@ -1,5 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { DrainCause } from '../orchestrator/index.js';
+
+/** The error a Connect stream ends with (Connect protocol: EndStreamResponse's `error`). */
+export interface StreamError {
+  code: string;
+  message: string;
+}
 
 /** Connect's envelope: a flags byte, a big-endian uint32 length, then that many bytes. */
 const PREFIX_BYTES = 5;
@@ -45,50 +50,22 @@ export class EnvelopeFramer {
   }
 }
 
-/** Why the node ends a sandbox's streams: an operation that drains its connections, or its own stop. */
-export type StreamCut = DrainCause | 'stop';
-
-/**
- * The error a stream cut for `why` ends with. A paused or killed sandbox is `unavailable`, as the
- * 502 of E2B's proxy for a sandbox that is gone reads to the SDKs; a capture leaves the processes
- * running, so their streams end `aborted` and a client may connect to them again.
- */
-export function cutError(sandboxId: string, why: StreamCut | 'lost'): { code: string; message: string } {
-  switch (why) {
-    case 'pause':
-    case 'kill':
-      return {
-        code: 'unavailable',
-        message: `sandbox ${sandboxId} was ${why === 'pause' ? 'paused' : 'killed'}`,
-      };
-    case 'snapshot':
-    case 'fork':
-      return {
-        code: 'aborted',
-        message: `sandbox ${sandboxId} was captured for a ${why}, which closes its connections; its processes run on`,
-      };
-    case 'stop':
-      return { code: 'unavailable', message: 'the node is shutting down' };
-    case 'lost':
-      return { code: 'unavailable', message: `the connection to sandbox ${sandboxId} was lost` };
-  }
-}
-
 /**
  * Relays a Connect streaming answer to the client envelope by envelope, so that however it stops
  * the client's stream ends as a Connect stream does, with an end-of-stream envelope: the SDKs then
  * report an error of the call instead of a broken HTTP body ("incomplete chunked read"). Returns
- * the cut: it ends the client's stream now with `error` (the node is about to drain the sandbox's
- * connections); a sandbox side that breaks by itself ends it with `lost`.
+ * the cut, which ends the client's stream now with its error (a node about to drain a sandbox's
+ * connections); an upstream that breaks by itself ends it with `lost`. Used by the node's proxy
+ * and the gateway.
  */
 export function relayConnectStream(
   up: IncomingMessage,
   res: ServerResponse,
-  lost: { code: string; message: string },
-): (error: { code: string; message: string }) => void {
+  lost: StreamError,
+): (error: StreamError) => void {
   const framer = new EnvelopeFramer();
   let done = false;
-  const cut = (error: { code: string; message: string }) => {
+  const cut = (error: StreamError) => {
     if (done || res.writableEnded || res.destroyed) return;
     done = true;
     up.pause();
