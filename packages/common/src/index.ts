@@ -35,6 +35,13 @@ export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';
 export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
 export { holdUntilUpgraded, rawAnswerHead, spliceUpgrade, type HeldUpgrade } from './upgrade-relay.js';
+export {
+  endStreamEnvelope,
+  EnvelopeFramer,
+  isConnectStream,
+  relayConnectStream,
+  type StreamError,
+} from './connect-stream.js';
 export { DEFAULT_TEMPLATE } from './sandbox-defaults.js';
 export {
   comparator,

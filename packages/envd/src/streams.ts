@@ -50,18 +50,11 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
  */
 export async function* withKeepalive<T>(
   source: AsyncIterable<T>,
-  intervalMs: number | undefined,
+  intervalMs: number,
   keepalive: () => T,
   signal?: AbortSignal,
 ): AsyncGenerator<T> {
   const it = source[Symbol.asyncIterator]();
-  if (!intervalMs || intervalMs <= 0) {
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return;
-      yield r.value;
-    }
-  }
   let pending = it.next();
   try {
     for (;;) {
@@ -83,10 +76,17 @@ export async function* withKeepalive<T>(
   }
 }
 
-/** Keepalive-Ping-Interval (seconds) from a request's headers, in milliseconds. */
-export function keepaliveIntervalMs(headers: Headers): number | undefined {
+/** E2B envd's keepalive interval for a stream whose request names none (permissions/keepalive.go). */
+export const DEFAULT_KEEPALIVE_MS = 90_000;
+
+/**
+ * The Keepalive-Ping-Interval (seconds) of a request's headers in milliseconds, or E2B's default
+ * when it names none: a silent stream (`sleep 600`) still sends bytes now and then, so no proxy or
+ * client between the sandbox and its caller takes it for a dead connection.
+ */
+export function keepaliveIntervalMs(headers: Headers): number {
   const v = Number(headers.get('keepalive-ping-interval'));
-  return Number.isFinite(v) && v > 0 ? Math.min(v, 3600) * 1000 : undefined;
+  return Number.isFinite(v) && v > 0 ? Math.min(v, 3600) * 1000 : DEFAULT_KEEPALIVE_MS;
 }
 
 /**

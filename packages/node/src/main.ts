@@ -211,7 +211,7 @@ async function main(): Promise<void> {
   const { orchestrator } = node;
   const usage = usageSampling(orchestrator, logger);
   const proxy = new SandboxProxy(orchestrator, logger);
-  orchestrator.beforeCapture((id) => proxy.drain(id));
+  orchestrator.beforeCapture((id, why) => proxy.drain(id, why));
   const agent = clusterMembership(config, machine, t, node, logger);
   const recovered = orchestrator.recover();
   if (recovered.paused || recovered.lost.length) logger.info(recovered, 'recovered sandbox records');

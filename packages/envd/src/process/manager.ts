@@ -18,9 +18,19 @@ export interface StartOptions {
 
 export type Selector = { pid: number } | { tag: string };
 
-/** Every process envd started and has not yet seen end. */
+/**
+ * How long Connect still finds a process after it ended (E2B envd's terminatedRetentionTTL): a
+ * client whose stream ended before the process did (a snapshot or fork closes the sandbox's
+ * connections) connects again and learns the exit instead of "not found".
+ */
+const KEEP_ENDED_MS = 30_000;
+
+const matches = (p: ManagedProcess, sel: Selector) => ('pid' in sel ? p.pid === sel.pid : p.tag === sel.tag);
+
+/** Every process envd started and has not yet seen end, and those that ended a moment ago. */
 export class ProcessManager {
   private readonly live = new Map<number, ManagedProcess>();
+  private readonly ended = new Map<number, ManagedProcess>();
 
   constructor(
     private readonly state: EnvdState,
@@ -50,8 +60,12 @@ export class ProcessManager {
     proc.backend = spec.pty ? PtyBackend.start(spec, proc) : await PipeBackend.start(spec, proc);
     const pid = proc.pid;
     this.live.set(pid, proc);
+    // A reused pid or tag is the new process's from now on.
+    for (const [p, old] of this.ended)
+      if (p === pid || (opts.tag !== undefined && old.tag === opts.tag)) this.ended.delete(p);
     void proc.wait().then((end) => {
       this.live.delete(pid);
+      this.keepEnded(proc);
       this.logger.debug({ pid, ...end }, 'process ended');
     });
     this.logger.debug({ pid, cmd: config.cmd, user: user.name }, 'process started');
@@ -66,6 +80,24 @@ export class ProcessManager {
     }
     for (const p of this.live.values()) if (p.tag === selector.tag) return p;
     throw notFound(`process with tag '${selector.tag}' not found`);
+  }
+
+  /** The process to follow for Connect: a live one, else one that ended within KEEP_ENDED_MS. */
+  connectable(selector: Selector): ManagedProcess {
+    try {
+      return this.get(selector);
+    } catch (err) {
+      for (const p of this.ended.values()) if (matches(p, selector)) return p;
+      throw err;
+    }
+  }
+
+  private keepEnded(proc: ManagedProcess): void {
+    this.ended.set(proc.pid, proc);
+    const timer = setTimeout(() => {
+      if (this.ended.get(proc.pid) === proc) this.ended.delete(proc.pid);
+    }, KEEP_ENDED_MS);
+    timer.unref();
   }
 
   list(): ManagedProcess[] {

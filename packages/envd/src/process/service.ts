@@ -111,7 +111,7 @@ export function processService(pm: ProcessManager, state: EnvdState): ServiceImp
     },
 
     async *connect(req, ctx) {
-      const proc = await guarded(() => pm.get(selectorOf(req.process)));
+      const proc = await guarded(() => pm.connectable(selectorOf(req.process)));
       for await (const event of follow(proc, ctx)) yield create(ConnectResponseSchema, { event });
     },
 

@@ -4,7 +4,13 @@ import { parseMeminfo, parseProcStat } from '../../src/metrics.js';
 import { processEnd } from '../../src/process/events.js';
 import { Code, ConnectError, createHandlerContext } from '@connectrpc/connect';
 import { Process } from '@agentenv/protocol';
-import { abortError, AsyncQueue, keepaliveIntervalMs, withKeepalive } from '../../src/streams.js';
+import {
+  abortError,
+  AsyncQueue,
+  DEFAULT_KEEPALIVE_MS,
+  keepaliveIntervalMs,
+  withKeepalive,
+} from '../../src/streams.js';
 
 describe('processEnd', () => {
   it('words exits and signals like Go', () => {
@@ -94,18 +100,12 @@ describe('withKeepalive', () => {
     expect(got.at(-1)).toBe('b');
     expect(got.filter((x) => x === 'ka').length).toBeGreaterThanOrEqual(1);
   });
-  it('passes through without an interval', async () => {
-    const q = new AsyncQueue<string>();
-    q.push('x');
-    q.close();
-    const got: string[] = [];
-    for await (const x of withKeepalive(q, undefined, () => 'ka')) got.push(x);
-    expect(got).toEqual(['x']);
-  });
-  it('reads the interval header in seconds', () => {
+  it("reads the interval header in seconds, E2B envd's 90 s when there is none", () => {
     expect(keepaliveIntervalMs(new Headers({ 'keepalive-ping-interval': '50' }))).toBe(50_000);
-    expect(keepaliveIntervalMs(new Headers())).toBeUndefined();
-    expect(keepaliveIntervalMs(new Headers({ 'keepalive-ping-interval': 'x' }))).toBeUndefined();
+    expect(keepaliveIntervalMs(new Headers())).toBe(DEFAULT_KEEPALIVE_MS);
+    expect(DEFAULT_KEEPALIVE_MS).toBe(90_000);
+    expect(keepaliveIntervalMs(new Headers({ 'keepalive-ping-interval': 'x' }))).toBe(DEFAULT_KEEPALIVE_MS);
+    expect(keepaliveIntervalMs(new Headers({ 'keepalive-ping-interval': '0' }))).toBe(DEFAULT_KEEPALIVE_MS);
   });
 });
 

@@ -7,7 +7,15 @@ import {
 import type { OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { Duplex } from 'node:stream';
-import { DomainError, holdUntilUpgraded, rawAnswerHead, spliceUpgrade } from '@agentenv/common';
+import {
+  DomainError,
+  holdUntilUpgraded,
+  isConnectStream,
+  rawAnswerHead,
+  relayConnectStream,
+  spliceUpgrade,
+  type StreamError,
+} from '@agentenv/common';
 import type { NodeRef } from '../scheduler/scheduler.js';
 import { rawRequestHeaders } from './headers.js';
 import { readPastReset } from './read-past-reset.js';
@@ -133,9 +141,13 @@ export class NodeHttp {
         res.writeHead(upRes.statusCode ?? 502, upRes.headers);
         // Server-sent events and streamed RPC output must reach the client as they are produced.
         res.flushHeaders();
-        upRes.pipe(res);
-        upRes.on('error', () => res.destroy());
-        upRes.on('end', () => resolve());
+        // A Connect stream (a command's output) ends as one even when the node's side breaks.
+        if (isConnectStream(upRes.headers)) relayConnectStream(upRes, res, nodeLost(node));
+        else {
+          upRes.pipe(res);
+          upRes.on('error', () => res.destroy());
+        }
+        upRes.on('close', () => resolve());
       });
       up.on('error', (err) => {
         clearTimeout(timer);
@@ -205,4 +217,9 @@ function upstreamError(node: NodeRef, err: Error): DomainError {
 
 function timeoutError(node: NodeRef, ms: number): DomainError {
   return new DomainError('timeout', `node ${node.nodeId} did not answer within ${Math.round(ms / 1000)} s`);
+}
+
+/** How a client's Connect stream ends when the node's side of it breaks. */
+function nodeLost(node: NodeRef): StreamError {
+  return { code: 'unavailable', message: `the connection to node ${node.nodeId} was lost` };
 }

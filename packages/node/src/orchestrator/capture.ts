@@ -53,10 +53,11 @@ export async function captureRunning(
   kind: CaptureKind,
 ): Promise<{ source: SandboxRecord; capture: Capture }> {
   let taken: { source: SandboxRecord; capture: Capture } | undefined;
-  await core.transition(id, kind === 'fork' ? 'fork' : 'snapshot', async (rec) => {
+  const op = kind === 'fork' ? 'fork' : 'snapshot';
+  await core.transition(id, op, async (rec) => {
     const live = core.mustLive(id);
     const dir = core.d.captures.allocate(id, kind);
-    await core.drainConnections(id);
+    await core.drainConnections(id, op);
     taken = {
       source: rec,
       capture: await core.d.driver.checkpoint(live.handle, { dir, leaveRunning: true }),

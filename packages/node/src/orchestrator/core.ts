@@ -48,6 +48,8 @@ export interface OrchestratorDeps {
   memory?: { host: HostMemory; totalBytes: number };
 }
 
+/** What a sandbox's connections are drained for: the operation about to close them. */
+export type DrainCause = 'pause' | 'kill' | 'snapshot' | 'fork';
 /** How a call treats the end time of a running sandbox: `set` may shorten it, `extend` not. */
 export type EndTimeMode = 'extend' | 'set';
 
@@ -70,7 +72,7 @@ export class SandboxCore {
   readonly logs: SandboxLogs;
   readonly background: BackgroundWork;
   readonly activity: ActivityTracker;
-  private readonly drains: ((sandboxId: string) => Promise<void>)[] = [];
+  private readonly drains: ((sandboxId: string, why: DrainCause) => Promise<void>)[] = [];
 
   constructor(readonly d: OrchestratorDeps) {
     this.clock = d.clock ?? systemClock;
@@ -158,12 +160,12 @@ export class SandboxCore {
   }
 
   /** Registers work that must happen before a sandbox is captured or killed (the proxy's drain). */
-  beforeCapture(drain: (sandboxId: string) => Promise<void>): void {
+  beforeCapture(drain: (sandboxId: string, why: DrainCause) => Promise<void>): void {
     this.drains.push(drain);
   }
 
-  async drainConnections(id: string): Promise<void> {
-    for (const d of this.drains) await d(id);
+  async drainConnections(id: string, why: DrainCause): Promise<void> {
+    for (const d of this.drains) await d(id, why);
   }
 
   /** Gives a network slot back; a failure is logged (the sandbox that used it is gone). */

@@ -1,5 +1,5 @@
 export { Orchestrator } from './orchestrator.js';
-export type { OrchestratorDeps, EndTimeMode } from './core.js';
+export type { DrainCause, OrchestratorDeps, EndTimeMode } from './core.js';
 export type { CreateSandboxInput } from './create.js';
 export type { ForkResult } from './fork.js';
 export type { SandboxSettings } from './fork-settings.js';

@@ -14,7 +14,7 @@ export class Killer {
     await this.core.transition(id, 'kill', async (rec) => {
       const live = this.core.live.get(id);
       if (live) {
-        await this.core.drainConnections(id);
+        await this.core.drainConnections(id, 'kill');
         // Live until the runtime let go of it: a failed kill leaves the sandbox as it was.
         await d.driver.kill(live.handle);
         this.core.live.delete(id);

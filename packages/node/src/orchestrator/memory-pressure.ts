@@ -1,5 +1,6 @@
 import { DomainError } from '@agentenv/common';
 import { DEFAULT_RESOURCES } from '../runtime/index.js';
+import type { ActivityTracker } from './activity.js';
 import type { AdmissionMeasure, AdmissionRequest, NodeLoad } from './admission.js';
 import type { SandboxCore } from './core.js';
 import type { SandboxRecord } from './record.js';
@@ -97,6 +98,16 @@ export function choosePressurePauses(candidates: readonly PauseCandidate[], exce
     freed += c.bytes;
   }
   return out;
+}
+
+/**
+ * Refuses a pause for memory of a sandbox used since it was chosen: the pauses run one after
+ * another, and a request that began meanwhile (a command streaming its output) would be cut by
+ * the pause's drain. Called under the sandbox's lock, right before the drain.
+ */
+export function refuseIfInUse(activity: ActivityTracker, id: string): void {
+  if ((activity.idleFor(id) ?? 0) < PRESSURE_MIN_IDLE_MS)
+    throw new DomainError('conflict', `sandbox ${id} is in use; it is not paused for memory`);
 }
 
 /** What the node does to sandboxes for memory (the orchestrator's pause and resume). */

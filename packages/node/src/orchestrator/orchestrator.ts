@@ -5,7 +5,7 @@ import type { ActivityTracker } from './activity.js';
 import { Admission, maxSandboxes, maxStartsInFlight, notWhileStopping } from './admission.js';
 import { Capturer } from './capture.js';
 import { Forker, type ForkResult } from './fork.js';
-import { SandboxCore, type OrchestratorDeps } from './core.js';
+import { SandboxCore, type DrainCause, type OrchestratorDeps } from './core.js';
 import { Creator, type CreateSandboxInput } from './create.js';
 import { Exits } from './exits.js';
 import { forkChildSettings, type SandboxSettings } from './fork-settings.js';
@@ -108,7 +108,7 @@ export class Orchestrator {
    * Registers work that must happen before a sandbox is captured or killed: the proxy closes
    * its connections into the sandbox there.
    */
-  beforeCapture(drain: (sandboxId: string) => Promise<void>): void {
+  beforeCapture(drain: (sandboxId: string, why: DrainCause) => Promise<void>): void {
     this.core.beforeCapture(drain);
   }
 

@@ -1,6 +1,7 @@
 import type { SandboxCore } from './core.js';
 import { coldStartRefusal } from './cold-start.js';
 import { captureFilesystem } from './fs-pause.js';
+import { refuseIfInUse } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
 import type { PauseUploads } from './pause-upload.js';
 import type { PauseKind, SandboxRecord } from './record.js';
@@ -38,6 +39,7 @@ export class Pauser {
     kind: PauseKind,
   ): Promise<SandboxRecord> {
     const { d } = this.core;
+    if (reason === 'memory_pressure') refuseIfInUse(this.core.activity, rec.sandboxId);
     const live = this.core.mustLive(rec.sandboxId);
     const dir = d.captures.allocate(rec.sandboxId, 'pause');
     // Recorded before the capture, so recover() can find a capture completed just before a crash
@@ -46,10 +48,10 @@ export class Pauser {
     try {
       if (kind === 'filesystem') {
         await captureFilesystem(this.core, rec, live, dir);
-        await this.core.drainConnections(rec.sandboxId);
+        await this.core.drainConnections(rec.sandboxId, 'pause');
         await d.driver.kill(live.handle);
       } else {
-        await this.core.drainConnections(rec.sandboxId);
+        await this.core.drainConnections(rec.sandboxId, 'pause');
         await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
       }
     } catch (err) {

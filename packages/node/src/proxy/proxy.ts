@@ -5,13 +5,17 @@ import {
   DomainError,
   forwardHeaders,
   holdUntilUpgraded,
+  isConnectStream,
+  relayConnectStream,
   rawAnswerHead,
   spliceUpgrade,
+  type StreamError,
   statusBody,
   type SandboxRoute,
 } from '@agentenv/common';
 import { isTransient, type Orchestrator } from '../orchestrator/index.js';
 import { authorize, refuseNodeOnly } from './access.js';
+import { cutError, type StreamCut } from './stream-cuts.js';
 import { errorResponseText, sandboxNotFound, sendAnswer, sendError } from './answers.js';
 import { clientHeaders, maskedHost } from './headers.js';
 import { bodyDeadline, isReplayable, readBody } from './request-body.js';
@@ -42,6 +46,8 @@ interface Upstream {
 export class SandboxProxy {
   private readonly agents = new Map<string, Agent>();
   private readonly upgraded = new Map<string, Set<Socket>>();
+  /** The cut of each Connect stream open into a sandbox (relayConnectStream). */
+  private readonly streams = new Map<string, Set<(error: StreamError) => void>>();
   private readonly bodyIdleMs: number;
 
   constructor(
@@ -59,8 +65,13 @@ export class SandboxProxy {
     return a;
   }
 
-  /** Closes every connection into the sandbox (in-flight requests fail with 502). */
-  async drain(id: string): Promise<void> {
+  /**
+   * Closes every connection into the sandbox: a request not yet answered fails with 502, a
+   * Connect stream (a command's output) ends with the error `why` gives it.
+   */
+  async drain(id: string, why: StreamCut): Promise<void> {
+    for (const cut of this.streams.get(id) ?? []) cut(cutError(id, why));
+    this.streams.delete(id);
     this.agents.get(id)?.destroy();
     this.agents.delete(id);
     for (const s of this.upgraded.get(id) ?? []) s.destroy();
@@ -145,6 +156,7 @@ export class SandboxProxy {
         res.writeHead(up.statusCode ?? 502, clientHeaders(up, route));
         // Server-sent events and streamed RPC output must reach the client as they are produced.
         res.flushHeaders();
+        if (isConnectStream(up.headers)) return this.relayStream(route.sandboxId, up, res);
         up.pipe(res);
         up.on('error', () => res.destroy());
       });
@@ -179,6 +191,14 @@ export class SandboxProxy {
       });
     };
     send(0);
+  }
+
+  /** Relays a Connect stream, and keeps its cut for a drain until the client's answer closes. */
+  private relayStream(id: string, up: IncomingMessage, res: ServerResponse): void {
+    const cut = relayConnectStream(up, res, cutError(id, 'lost'));
+    const open = this.streams.get(id) ?? new Set();
+    this.streams.set(id, open.add(cut));
+    res.once('close', () => open.delete(cut));
   }
 
   /** The answer to a client that stopped sending its body: 408, and the connection closed. */
@@ -228,7 +248,7 @@ export class SandboxProxy {
   }
 
   close(): void {
-    for (const id of [...this.agents.keys(), ...this.upgraded.keys()]) void this.drain(id);
+    for (const id of [...this.agents.keys(), ...this.upgraded.keys()]) void this.drain(id, 'stop');
   }
 }
 

@@ -135,4 +135,26 @@ describe('orchestrator: memory', () => {
     expect(node.observer.of(b.sandboxId).at(-1)).toBe('resumed:memory_pressure');
     expect(await node.orchestrator.resumeForMemory(a.sandboxId)).toBe(false);
   });
+
+  it('does not pause a chosen sandbox whose client opened a request before its turn (a command stream is never cut)', async () => {
+    const node = new FakeNode({ hostMemoryBytes: 64 * GiB, memoryLimitMb: 300 });
+    const a = await node.create();
+    const b = await node.create();
+    const c = await node.create();
+    node.clock.advance(PRESSURE_MIN_IDLE_MS);
+    node.orchestrator.activity.touch(c.sandboxId);
+    // 768 MiB measured against 300: a and b are chosen, paused one after the other.
+    for (const r of [a, b, c]) await node.orchestrator.usage(r.sandboxId);
+    const held = node.driver.faults.hold('checkpoint');
+    node.orchestrator.startMemoryWatch();
+    await held.reached;
+    // While a is being paused, a command starts streaming from b.
+    const streamEnded = node.orchestrator.activity.begin(b.sandboxId);
+    held.release();
+    await node.orchestrator.backgroundIdle();
+    expect(node.orchestrator.get(a.sandboxId).state).toBe('paused');
+    expect(node.orchestrator.get(b.sandboxId).state).toBe('running');
+    expect(node.observer.of(b.sandboxId)).toEqual(['created:request']);
+    streamEnded();
+  });
 });

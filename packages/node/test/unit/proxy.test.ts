@@ -42,7 +42,7 @@ beforeAll(async () => {
   node = new FakeNode({ hostAddress: '127.0.0.1', maxSandboxes: 2 });
   // A short body deadline, so the slow-loris case is quick; every other body is sent at once.
   proxy = new SandboxProxy(node.orchestrator, node.logger, { bodyIdleMs: 300 });
-  node.orchestrator.beforeCapture((id) => proxy.drain(id));
+  node.orchestrator.beforeCapture((id, why) => proxy.drain(id, why));
   proxyServer = createServer((req, res) => {
     const route = routeRequest(req.url ?? '/', req.headers, [])!;
     void proxy.handle(route, req, res);

@@ -51,7 +51,7 @@ export async function fakeApp(
     logger: node.logger,
   });
   const proxy = new SandboxProxy(node.orchestrator, node.logger);
-  node.orchestrator.beforeCapture((id) => proxy.drain(id));
+  node.orchestrator.beforeCapture((id, why) => proxy.drain(id, why));
   const metrics = new NodeMetrics({
     sandboxCounts: () => node.orchestrator.counts(),
     poolSizes: () => node.pool.sizes(),

@@ -1,8 +1,9 @@
 import { once } from 'node:events';
-import { createServer, request, type Server } from 'node:http';
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBody } from '@agentenv/common';
+import { connectEnvelope, connectMessages } from '@agentenv/test-support';
 import type { NodeRef } from '../../src/scheduler/scheduler.js';
 import { NodeHttp } from '../../src/upstream/node-http.js';
 
@@ -20,13 +21,25 @@ const listen = async (server: Server) => {
 /**
  * A node that refuses any body at once, as one does with an upload over its limit: it answers 413
  * before reading the body and drops the connection, whose unread bytes make its kernel reset it.
- * On /drop it drops the connection without a word.
+ * On /drop it drops the connection without a word; a process stream breaks mid-envelope.
  */
 const node = createServer((req, res) => {
   if (req.url === '/drop') return void req.socket.destroy();
+  if (req.url === '/process.Process/Start') return brokenStream(req, res);
   res.writeHead(413, { 'content-type': 'application/json', connection: 'close' });
   res.end(REFUSAL, () => req.socket.destroy());
 });
+
+const started = { event: { start: { pid: 7 } } };
+
+/** A Connect stream that breaks mid-envelope: one whole message, half of the next, gone. */
+function brokenStream(req: IncomingMessage, res: ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'application/connect+json' });
+  const next = connectEnvelope({ event: { data: { stdout: 'aGk=' } } });
+  res.write(Buffer.concat([connectEnvelope(started), next.subarray(0, 8)]), () =>
+    setTimeout(() => req.socket.destroy(), 20),
+  );
+}
 
 const nodes = new NodeHttp();
 /** The gateway's side: every request streamed to the node, a rejection answered as the gateway does. */
@@ -86,5 +99,16 @@ describe('NodeHttp.stream, when the node answers before reading the body and clo
       expect(await upload('/drop')).toMatch(
         /^502 .*node n1 \(http:\/\/127\.0\.0\.1:\d+\) is unreachable: ECONNRESET/,
       );
+  });
+});
+
+describe('NodeHttp.stream of a Connect stream', () => {
+  it('ends the client’s stream with unavailable when the node’s side breaks, not with a cut body', async () => {
+    const r = await fetch(`${gatewayUrl}/process.Process/Start`, { method: 'POST', body: '{}' });
+    const body = Buffer.from(await r.arrayBuffer());
+    expect(connectMessages(body)).toEqual([
+      [0, started],
+      [2, { error: { code: 'unavailable', message: 'the connection to node n1 was lost' } }],
+    ]);
   });
 });
