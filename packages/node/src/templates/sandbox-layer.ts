@@ -1,5 +1,6 @@
 import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { VOLUMES_SANDBOX_PATH } from '@agentenv/protocol';
 import { TOOLS_SANDBOX_PATH } from '../envd/index.js';
 import type { LayerStore } from '../image/index.js';
 import { sha256Hex } from './base/index.js';
@@ -12,9 +13,9 @@ export interface SandboxLayerOptions {
 
 /**
  * What an arbitrary OCI image lacks to run as a sandbox, as one small read-only layer to stack
- * on top of the image's layers: the mount points the runtime's OCI spec and the tools bundle need
- * (/proc, /sys, /dev, /tmp, /opt/aenv-tools — runsc fails to start without them on a read-only
- * root) and the network identity files a container engine would bind-mount (/etc/resolv.conf,
+ * on top of the image's layers: the mount points the runtime's OCI spec, the tools bundle and the
+ * volumes need (/proc, /sys, /dev, /tmp, /opt/aenv-tools, /.aenv-volumes — runsc fails to start
+ * without them on a read-only root) and the network identity files a container engine would bind-mount (/etc/resolv.conf,
  * /etc/hosts, /etc/hostname). The mmdebstrap base template bakes the same things in.
  * Content-addressed, so every image on the node shares it. Returns its rootfs directory.
  */
@@ -29,7 +30,15 @@ export async function ensureSandboxLayer(
     'etc/hosts': `127.0.0.1 localhost ${hostname}\n::1 localhost ip6-localhost ip6-loopback\n`,
     'etc/hostname': `${hostname}\n`,
   };
-  const dirs = ['proc', 'sys', 'dev', 'tmp', TOOLS_SANDBOX_PATH.replace(/^\//, ''), 'etc'];
+  const dirs = [
+    'proc',
+    'sys',
+    'dev',
+    'tmp',
+    TOOLS_SANDBOX_PATH.replace(/^\//, ''),
+    VOLUMES_SANDBOX_PATH.replace(/^\//, ''),
+    'etc',
+  ];
   const id = `sandbox-glue-${sha256Hex(JSON.stringify({ v: 1, files, dirs })).slice(0, 32)}`;
   return layers.ensure(id, { kind: 'sandbox-glue', hostname, nameservers }, async (root) => {
     for (const d of dirs) {
