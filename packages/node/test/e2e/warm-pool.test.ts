@@ -5,8 +5,8 @@ import { eventually } from '@agentenv/test-support';
 import { NODE_TAG, RUNTIME_PATH, startServer, useTestServer } from '@agentenv/test-support/server';
 import { cgroups, frozen } from './sandbox-cgroups.js';
 
-// The default pool of 2; no idle freeze, so only the pool's sandboxes are frozen.
-const ENV = { AENV_IDLE_FREEZE_SECS: '0' };
+// A pool of 2 (test nodes default to 1); no idle freeze, so only the pool's sandboxes are frozen.
+const ENV = { AENV_POOL_SIZE: '2', AENV_IDLE_FREEZE_SECS: '0' };
 const node = useTestServer(ENV);
 
 let first: Sandbox | undefined;
