@@ -286,7 +286,9 @@ export class DirWatcher {
     if (!st) return EventType.WRITE;
     this.arrived.set(full, st);
     if (this.arrived.size > KNOWN_LIMIT) this.arrived.delete(this.arrived.keys().next().value!);
-    if (prev && fileKey(prev) === fileKey(st))
+    // A state that did not move at all since the previous event (ctime moves with any change) was
+    // read after this change had already landed: only the ctime rule can tell then.
+    if (prev && fileKey(prev) === fileKey(st) && prev.ctimeNs !== st.ctimeNs)
       return prev.size === st.size && prev.mtimeNs === st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
     return st.ctimeNs > st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
   }
