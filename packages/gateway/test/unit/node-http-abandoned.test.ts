@@ -1,16 +1,11 @@
 import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server } from 'node:http';
-import { connect, type AddressInfo, type Socket } from 'node:net';
+import { createServer, type IncomingMessage } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import type { NodeRef } from '../../src/scheduler/scheduler.js';
 import { NodeHttp } from '../../src/upstream/node-http.js';
-
-const listen = async (server: Server) => {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return (server.address() as AddressInfo).port;
-};
+import { closeServers, listen } from './local-servers.js';
 
 /** A node that takes requests and upgrades and never answers; it notes which of them are open. */
 const waiting = new Map<string, IncomingMessage>();
@@ -43,9 +38,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   nodes.close();
-  gateway.closeAllConnections();
-  node.closeAllConnections();
-  await Promise.all([new Promise((r) => gateway.close(r)), new Promise((r) => node.close(r))]);
+  await closeServers(gateway, node);
 });
 
 /** A client that sends `head` through the gateway, waits until the node holds it, then goes away. */

@@ -1,22 +1,15 @@
-import { once } from 'node:events';
-import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { errorBody } from '@agentenv/common';
 import { connectEnvelope, connectMessages } from '@agentenv/test-support';
 import type { NodeRef } from '../../src/scheduler/scheduler.js';
 import { NodeHttp } from '../../src/upstream/node-http.js';
+import { closeServers, listen } from './local-servers.js';
 
 const CHUNK = Buffer.alloc(64 * 1024, 'x');
 /** 4 MiB: the body is still going out when the node has answered and closed. */
 const BODY_CHUNKS = 64;
 const REFUSAL = JSON.stringify({ code: 413, message: 'request body too large' });
-
-const listen = async (server: Server) => {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-};
 
 /**
  * A node that refuses any body at once, as one does with an upload over its limit: it answers 413
@@ -53,15 +46,13 @@ let nodeRef: NodeRef;
 let gatewayUrl: string;
 
 beforeAll(async () => {
-  nodeRef = { nodeId: 'n1', url: await listen(node), status: 'ready' } as NodeRef;
-  gatewayUrl = await listen(gateway);
+  nodeRef = { nodeId: 'n1', url: `http://127.0.0.1:${await listen(node)}`, status: 'ready' } as NodeRef;
+  gatewayUrl = `http://127.0.0.1:${await listen(gateway)}`;
 });
 
 afterAll(async () => {
   nodes.close();
-  gateway.closeAllConnections();
-  node.closeAllConnections();
-  await Promise.all([new Promise((r) => gateway.close(r)), new Promise((r) => node.close(r))]);
+  await closeServers(gateway, node);
 });
 
 /** Streams a large body through the gateway; what the client got back: an answer or an error. */

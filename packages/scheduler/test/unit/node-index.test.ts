@@ -22,6 +22,20 @@ function setup() {
   return { clock, store, index, reserved };
 }
 
+/** Starts a reload and holds it once it has read the store's reservations, until `release`. */
+async function reloadHeldAfterRead(store: MemoryStore, index: NodeIndex) {
+  let release: (() => void) | undefined;
+  const list = store.listReservations.bind(store);
+  store.listReservations = async () => {
+    const read = await list();
+    await new Promise<void>((r) => (release = r));
+    return read;
+  };
+  const reloading = index.ready();
+  while (!release) await new Promise((r) => setImmediate(r));
+  return { reloading, release: () => release!() };
+}
+
 describe('node index', () => {
   it("counts its own reservations at once, another replica's after its next reload, and none past expiry", async () => {
     const { clock, store, index, reserved } = setup();
@@ -43,16 +57,8 @@ describe('node index', () => {
     const { clock, store, index, reserved } = setup();
     await store.putNode(nodeRecord('a'), [], 60_000);
     await index.ready();
-    let release!: () => void;
-    const list = store.listReservations.bind(store);
-    store.listReservations = async () => {
-      const read = await list();
-      await new Promise<void>((r) => (release = r));
-      return read;
-    };
     clock.advance(500);
-    const reloading = index.ready();
-    while (!release) await new Promise((r) => setImmediate(r));
+    const { reloading, release } = await reloadHeldAfterRead(store, index);
     index.putReservations([rsv('during', 'a', clock.now() + 5000)]);
     release();
     await reloading;
@@ -83,16 +89,8 @@ describe('node index', () => {
     await index.ready();
     const racing = rsv('racing', 'a', clock.now() + 5000);
     index.putReservations([racing]);
-    let release!: () => void;
-    const list = store.listReservations.bind(store);
-    store.listReservations = async () => {
-      const read = await list();
-      await new Promise<void>((r) => (release = r));
-      return read;
-    };
     clock.advance(500);
-    const reloading = index.ready();
-    while (!release) await new Promise((r) => setImmediate(r));
+    const { reloading, release } = await reloadHeldAfterRead(store, index);
     // The write lands (and answers) after the reload read the store without it.
     await store.putReservations([racing]);
     index.saved('racing');
