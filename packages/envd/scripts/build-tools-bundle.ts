@@ -302,20 +302,28 @@ function copyExecutable(from: string, to: string): void {
 }
 
 /**
- * The native addons of envd, each compiled from native/<name>.c into <dir>/native/<name>.node:
- * loop-refresh (how envd drops a dead epoll interest a restored checkpoint can carry) and
+ * The native addons of envd, each compiled from native/<name>.c into native/<name>.node in the
+ * bundle: loop-refresh (how envd drops a dead epoll interest a restored checkpoint can carry),
  * bind-mount (how envd gives a sandbox its own boot id, see src/boot-id.ts, and binds its volumes,
- * src/volumes.ts).
+ * src/volumes.ts) and inotify (directory watching with the kernel's event types,
+ * src/filesystem/inotify.ts).
  */
-export const NATIVE_ADDONS = ['loop-refresh', 'bind-mount'] as const;
+export const NATIVE_ADDONS = ['loop-refresh', 'bind-mount', 'inotify'] as const;
 
 /**
- * Compiles native/<name>.c into <dir>/native/<name>.node against the headers of the node that
+ * Where envd run from the package (src/ in tests, dist/) finds its addons: only inotify is built
+ * there, because watching must work wherever envd runs, while the other two act on the machine
+ * envd runs in, which is meant to be a sandbox's.
+ */
+export const PACKAGE_ADDONS = path.join(ENVD_DIR, 'native', 'build');
+
+/**
+ * Compiles native/<name>.c into <dir>/<name>.node against the headers of the node that
  * runs this build, which is the node the bundle ships. Without a C compiler or node's headers the
  * bundle is built without it (envd then logs that it runs without what the addon gives).
  */
 export function buildAddon(dir: string, name: (typeof NATIVE_ADDONS)[number]): string | undefined {
-  const out = path.join(dir, 'native', `${name}.node`);
+  const out = path.join(dir, `${name}.node`);
   const include = path.resolve(path.dirname(fs.realpathSync(process.execPath)), '..', 'include', 'node');
   fs.mkdirSync(path.dirname(out), { recursive: true });
   try {
@@ -355,7 +363,7 @@ async function assemble(dir: string, entryPoint: string): Promise<ToolsManifest>
   const node = path.join(dir, 'bin', 'node');
   copyExecutable(fs.realpathSync(process.execPath), node);
 
-  const addons = NATIVE_ADDONS.flatMap((name) => buildAddon(dir, name) ?? []);
+  const addons = NATIVE_ADDONS.flatMap((name) => buildAddon(path.join(dir, 'native'), name) ?? []);
   const { libs, loader } = sharedLibraries([node, ...copyNativePackages(native, dir), ...addons]);
   const libDir = path.join(dir, 'lib');
   for (const [soname, file] of libs) copyExecutable(file, path.join(libDir, soname));
@@ -417,6 +425,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { out: { type: 'string' } }, strict: true });
   const outDir = path.resolve(values.out ?? DEFAULT_OUT);
   const manifest = await buildToolsBundle({ outDir });
+  buildAddon(PACKAGE_ADDONS, 'inotify');
   console.log(
     `tools bundle: ${outDir} (${manifest.files.length} files, ${totalSize(manifest)}, ` +
       `hash ${manifest.contentHash.slice(0, 12)})`,

@@ -1,32 +1,22 @@
 import { randomBytes } from 'node:crypto';
-import { lstatSync, watch, type BigIntStats, type FSWatcher } from 'node:fs';
 import { lstat, stat, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { EventType, type FilesystemEvent, FilesystemEventSchema } from '@agentenv/protocol';
 import { invalidArgument, notFound, toEnvdError } from '../errors.js';
 import { entryInfoIfExists, type Namer } from './entry.js';
+import { IN, inotify, type InotifyEvent, type InotifyListener } from './inotify.js';
 import { readDirSorted } from './list.js';
 
 /**
- * Directory watching with Node's fs.watch (inotify underneath), one non-recursive watch per
- * directory: a recursive watch adds one for every subdirectory, including those created later,
- * and drops them when they go away. (Node 20's recursive mode is not used: it cannot say which
- * directories it watches or drop them.)
- *
- * fs.watch reports only 'rename' (something appeared or vanished; also attribute changes of
- * subdirectories) and 'change' (data or attributes), so events are classified by looking at the
- * path afterwards, against what we remember of it (bounded, KNOWN_LIMIT paths):
- * - 'rename', the path exists and is a file we did not know → CREATE; gone → REMOVE, or RENAME
- *   when it is a move (see detectMoves).
- * - 'change', or 'rename' of a file we already knew → one CHMOD or WRITE each (classifyChanges).
- * Events that arrive together (one inotify read) form a batch, processed in order, with repeated
- * appearances and disappearances of one name dropped. Entries found in a directory that appears during a recursive
- * watch are announced as CREATE, since they were made before any watch could see them. inotify
- * names events about a watched directory itself after that directory; they are recognised by the
- * name and dropped (attribute change) or taken as its removal (the directory is gone).
- * Because a path is looked at after the fact, a file created and deleted within one batch can go
- * unseen; E2B's envd (fsnotify) would report both.
+ * Directory watching on inotify, with each kernel event reported as its own type, as E2B's envd
+ * (fsnotify) does: IN_CREATE and IN_MOVED_TO are CREATE, IN_MODIFY is WRITE, IN_ATTRIB is CHMOD,
+ * IN_DELETE is REMOVE, IN_MOVED_FROM is RENAME. So an upload of a new file is CREATE, CHMOD (its
+ * owner), WRITE. One watch per directory: a recursive watch adds one for every subdirectory,
+ * including those created or moved in later, and drops them when they go. Entries found in a
+ * directory that appears during a recursive watch are announced as CREATE, since they were made
+ * before any watch could see them. Events about a watched directory itself are dropped (its
+ * parent's watch reports them), except the removal or move of the root, which is reported as ".".
  */
 
 export interface DirWatcherOptions {
@@ -39,51 +29,31 @@ export interface DirWatcherOptions {
   onError(err: unknown): void;
 }
 
-interface Known {
-  dev: bigint;
-  ino: bigint;
-  birthtimeNs: bigint;
-  size: bigint;
-  mtimeNs: bigint;
-  ctimeNs: bigint;
-  mode: bigint;
-  uid: bigint;
-  gid: bigint;
-  /** Announced by a directory scan; the watcher's own CREATE for it is then a repeat. */
-  announced: boolean;
-}
+const WATCH_MASK =
+  IN.MODIFY | IN.ATTRIB | IN.MOVED_FROM | IN.MOVED_TO | IN.CREATE | IN.DELETE | IN.DELETE_SELF | IN.MOVE_SELF | IN.ONLYDIR;
 
-interface RawEvent {
-  dir: string;
-  kind: 'rename' | 'change';
-  name: string;
-  /** What the event is as a change, judged when it arrived (changeAtArrival). */
-  change: EventType;
-}
+/** How many announced entries are remembered to drop the watch's own CREATE for them. */
+const ANNOUNCED_LIMIT = 10_000;
 
-interface Observed {
-  type: EventType;
-  full: string;
-  st?: BigIntStats;
-  /** An inotify IN_ATTRIB or IN_MODIFY (fs.watch's 'change'), typed by classifyChanges. */
-  change?: boolean;
-}
-
-/** How many paths' last stat results are remembered for CHMOD and RENAME detection. */
-const KNOWN_LIMIT = 10_000;
-
-/** Which file this is: an inode, told apart from a reused inode number by its birth time. */
-const fileKey = (st: { dev: bigint; ino: bigint; birthtimeNs: bigint }) =>
-  `${st.dev}:${st.ino}:${st.birthtimeNs}`;
 const isGone = (err: unknown) => ['ENOENT', 'ENOTDIR'].includes((err as NodeJS.ErrnoException).code ?? '');
 
-async function lstatIfExists(p: string): Promise<BigIntStats | undefined> {
+async function inoIfExists(p: string): Promise<bigint | undefined> {
   try {
-    return await lstat(p, { bigint: true });
+    return (await lstat(p, { bigint: true })).ino;
   } catch (err) {
     if (isGone(err)) return undefined;
     throw err;
   }
+}
+
+/** The event type of a kernel event about an entry, or undefined for one not reported. */
+function typeOf(mask: number): EventType | undefined {
+  if (mask & (IN.CREATE | IN.MOVED_TO)) return EventType.CREATE;
+  if (mask & IN.MODIFY) return EventType.WRITE;
+  if (mask & IN.ATTRIB) return EventType.CHMOD;
+  if (mask & IN.DELETE) return EventType.REMOVE;
+  if (mask & IN.MOVED_FROM) return EventType.RENAME;
+  return undefined;
 }
 
 /** Event types that describe an entry still at the path, and so may carry its EntryInfo. */
@@ -92,12 +62,17 @@ function carriesEntry(type: EventType): boolean {
 }
 
 export class DirWatcher {
-  private readonly dirs = new Map<string, { watcher: FSWatcher; ino?: bigint }>();
-  private readonly known = new Map<string, Known>();
-  /** Each path's state when its latest event arrived (bounded, KNOWN_LIMIT paths). */
-  private readonly arrived = new Map<string, BigIntStats>();
-  private pending: RawEvent[] = [];
-  private scheduled = false;
+  /** Watched directories by path, and their watch descriptors. */
+  private readonly dirs = new Map<string, number>();
+  private readonly byWd = new Map<number, string>();
+  /** Entries announced by a scan (path → inode): the watch may report the same creation. */
+  private readonly announced = new Map<string, bigint>();
+  private readonly listener: InotifyListener = {
+    onEvents: (events) => {
+      this.chain = this.chain.then(() => this.process(events)).catch((err: unknown) => this.fail(err));
+    },
+    onError: (err) => this.fail(err),
+  };
   private chain: Promise<void> = Promise.resolve();
   private closed = false;
 
@@ -109,7 +84,8 @@ export class DirWatcher {
   /** Watches the root (and, when recursive, every directory under it). Throws on failure. */
   async start(): Promise<void> {
     this.addDir(this.root, true);
-    const started = this.scan(this.root, false, undefined);
+    if (!this.opts.recursive) return;
+    const started = this.scan(this.root, undefined);
     this.chain = started.catch(() => undefined);
     await started;
   }
@@ -117,11 +93,8 @@ export class DirWatcher {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    for (const { watcher } of this.dirs.values()) watcher.close();
-    this.dirs.clear();
-    this.known.clear();
-    this.arrived.clear();
-    this.pending = [];
+    for (const dir of [...this.dirs.keys()]) this.unwatch(dir);
+    this.announced.clear();
   }
 
   get watchedDirectories(): number {
@@ -135,231 +108,88 @@ export class DirWatcher {
   }
 
   /** Starts watching one directory; false when it is gone (or already watched). */
-  private addDir(dir: string, required = false): boolean {
+  private addDir(dir: string, root = false): boolean {
     if (this.closed || this.dirs.has(dir)) return false;
-    let watcher: FSWatcher;
+    let wd: number;
     try {
-      watcher = watch(dir, { persistent: false }, (kind, name) => this.onRaw(dir, kind, name));
+      // Below the root, a name that became a symlink since is not followed out of the tree.
+      wd = inotify().add(dir, root ? WATCH_MASK : WATCH_MASK | IN.DONT_FOLLOW, this.listener);
     } catch (err) {
-      if (!required && isGone(err)) return false;
+      if (!root && isGone(err)) return false;
       throw err;
     }
-    watcher.on('error', (err) => {
-      this.unwatch(dir);
-      if (!isGone(err)) this.fail(err);
-    });
-    const record: { watcher: FSWatcher; ino?: bigint } = { watcher };
-    this.dirs.set(dir, record);
-    lstat(dir, { bigint: true }).then(
-      (st) => (record.ino = st.ino),
-      () => undefined,
-    );
+    this.dirs.set(dir, wd);
+    this.byWd.set(wd, dir);
     return true;
   }
 
   /**
-   * Looks through `dir`: remembers its subdirectories (so their attribute changes, which inotify
-   * flags like creations, are not taken for new ones) and, when recursive, watches them and what
-   * is below. With `announce` (`dir` appeared while watching), every entry found is reported as
-   * CREATE: it was made before any watch could see it.
+   * Watches the subdirectories of `dir` (recursive watches). With `announce` (`dir` appeared while
+   * watching), every entry found is reported as CREATE: it was made before any watch could see it.
    */
-  private async scan(dir: string, announce: boolean, namer: Namer | undefined): Promise<void> {
+  private async scan(dir: string, namer: Namer | undefined, announce = false): Promise<void> {
     for (const d of await readDirSorted(dir)) {
       if (this.closed) return;
       const full = path.join(dir, d.name);
-      const isDir = d.isDirectory();
-      const descend = isDir && this.opts.recursive;
+      const descend = d.isDirectory();
       // Watched already: another event got there first and scans it.
       if (descend && !this.addDir(full)) continue;
-      if (announce || isDir) {
-        const st = await lstatIfExists(full);
-        if (!st) continue;
-        const prev = this.known.get(full);
-        if (!announce) {
-          this.remember(full, st, false);
-        } else if (!prev || fileKey(prev) !== fileKey(st)) {
-          // (Not when the watch reported it already.)
-          this.remember(full, st, true);
-          await this.emit(EventType.CREATE, full, namer);
-        }
+      if (announce) {
+        const ino = await inoIfExists(full);
+        if (ino === undefined) continue;
+        this.announced.set(full, ino);
+        if (this.announced.size > ANNOUNCED_LIMIT) this.announced.delete(this.announced.keys().next().value!);
+        await this.emit(EventType.CREATE, full, namer);
       }
-      if (descend) await this.scan(full, announce, namer);
+      if (descend) await this.scan(full, namer, announce);
     }
   }
 
-  private onRaw(dir: string, kind: string, name: string | Buffer | null): void {
-    if (this.closed || name === null) return;
-    const change = this.changeAtArrival(path.join(dir, String(name)));
-    this.pending.push({ dir, kind: kind === 'change' ? 'change' : 'rename', name: String(name), change });
-    if (this.scheduled) return;
-    this.scheduled = true;
-    // Everything one inotify read delivered arrives before this runs: that is a batch.
-    setImmediate(() => {
-      this.scheduled = false;
-      const batch = this.pending;
-      this.pending = [];
-      this.chain = this.chain.then(() => this.process(batch)).catch((err: unknown) => this.fail(err));
-    });
-  }
-
-  private async dirStillThere(dir: string): Promise<boolean> {
-    const st = await lstatIfExists(dir);
-    const ino = this.dirs.get(dir)?.ino;
-    return !!st && st.isDirectory() && (ino === undefined || st.ino === ino);
-  }
-
-  private async process(batch: RawEvent[]): Promise<void> {
-    const observed: Observed[] = [];
-    for (const raw of batch) {
+  private async process(events: InotifyEvent[]): Promise<void> {
+    const namer = this.opts.includeEntry ? this.opts.namer() : undefined;
+    for (const e of events) {
       if (this.closed) return;
-      // A watch dropped since (its directory moved or went away) would report wrong names.
-      if (!this.dirs.has(raw.dir)) continue;
-      const full = path.join(raw.dir, raw.name);
-      const st = await lstatIfExists(full);
-      const prev = this.known.get(full);
-      if (!st && !prev && raw.name === path.basename(raw.dir)) {
-        // Most likely about the watched directory itself: inotify names such events after it.
-        if (await this.dirStillThere(raw.dir)) continue; // its own attributes changed
-        if (raw.dir === this.root) observed.push({ type: EventType.REMOVE, full: this.root });
-        else this.unwatch(raw.dir); // its parent's watch reports the removal
+      const dir = this.byWd.get(e.wd);
+      if (dir === undefined) continue; // a watch dropped since
+      if (e.mask & IN.IGNORED) {
+        this.dirs.delete(dir);
+        this.byWd.delete(e.wd);
         continue;
       }
-      // Attribute changes of a subdirectory come as 'rename' too (inotify flags them IN_ISDIR).
-      const sameAsBefore = st && prev && !prev.announced && fileKey(prev) === fileKey(st);
-      if (raw.kind === 'change' || sameAsBefore) {
-        observed.push({ type: raw.change, full, st, change: true });
-      } else {
-        observed.push({ type: st ? EventType.CREATE : EventType.REMOVE, full, st });
+      if (!e.name) {
+        if (dir === this.root && e.mask & (IN.DELETE_SELF | IN.MOVE_SELF)) {
+          const type = e.mask & IN.DELETE_SELF ? EventType.REMOVE : EventType.RENAME;
+          for (const d of [...this.dirs.keys()]) this.unwatch(d);
+          await this.emit(type, this.root, namer);
+        }
+        continue;
       }
-    }
-    this.classifyChanges(observed);
-    this.detectMoves(observed);
-
-    const namer = this.opts.includeEntry ? this.opts.namer() : undefined;
-    const seen = new Set<string>();
-    for (const o of observed) {
-      if (this.closed) return;
-      // Each change is its own inotify event, reported as E2B's envd does; an appearance or a
-      // disappearance seen twice is one looked at late.
-      const key = `${o.type}\0${o.full}`;
-      if (!o.change && seen.has(key)) continue;
-      seen.add(key);
-      await this.apply(o, namer);
+      const type = typeOf(e.mask);
+      if (type !== undefined) await this.apply(type, path.join(dir, e.name), (e.mask & IN.ISDIR) !== 0, namer);
     }
   }
 
-  /**
-   * Types the changes that arrived together: IN_ATTRIB is CHMOD, IN_MODIFY is WRITE (E2B's envd
-   * reports one event per inotify event, so an upload of a new file is CREATE, CHMOD for its
-   * owner, WRITE). Their states on arrival were the same, so they cannot tell; but the kernel
-   * merges an event into an identical one queued right before it, so a run of changes to one
-   * path alternates between the two, and the path's state says what the last one was. A change
-   * on its own keeps the type judged on arrival.
-   */
-  private classifyChanges(observed: Observed[]): void {
-    for (let i = observed.length - 1; i >= 0; i--) {
-      const o = observed[i]!;
-      if (!o.change || !o.st) continue;
-      const inRun = (other: Observed | undefined) => other?.change === true && other.full === o.full;
-      const next = observed[i + 1];
-      if (inRun(next)) o.type = next!.type === EventType.CHMOD ? EventType.WRITE : EventType.CHMOD;
-      else if (inRun(observed[i - 1])) o.type = this.lastChangeType(o.full, o.st);
-    }
-  }
-
-  /**
-   * A change as inotify names it, judged by the path's state when the event arrives against its
-   * state at its previous event: a write moves the size or the mtime, anything else is an
-   * attribute change. Without a previous state, a ctime past the mtime means attributes moved
-   * after the last write. (A synchronous lstat: the state must be the one right after the event,
-   * not after what an upload under way does next.)
-   */
-  private changeAtArrival(full: string): EventType {
-    let st: BigIntStats | undefined;
-    try {
-      st = lstatSync(full, { bigint: true, throwIfNoEntry: false });
-    } catch {
-      st = undefined;
-    }
-    const prev = this.arrived.get(full);
-    this.arrived.delete(full);
-    if (!st) return EventType.WRITE;
-    this.arrived.set(full, st);
-    if (this.arrived.size > KNOWN_LIMIT) this.arrived.delete(this.arrived.keys().next().value!);
-    // A state that did not move at all since the previous event (ctime moves with any change) was
-    // read after this change had already landed: only the ctime rule can tell then.
-    if (prev && fileKey(prev) === fileKey(st) && prev.ctimeNs !== st.ctimeNs)
-      return prev.size === st.size && prev.mtimeNs === st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
-    return st.ctimeNs > st.mtimeNs ? EventType.CHMOD : EventType.WRITE;
-  }
-
-  /**
-   * Turns a REMOVE into RENAME when the batch also shows the same file appearing under another
-   * name, or, for a file we knew nothing about, when the batch holds exactly one unexplained
-   * disappearance and one appearance (how a plain `mv` looks to inotify).
-   */
-  private detectMoves(observed: Observed[]): void {
-    const creates = observed.filter((o) => o.type === EventType.CREATE);
-    const byFile = new Map(creates.map((o) => [fileKey(o.st!), o]));
-    const unmatchedRemoves: Observed[] = [];
-    const matchedCreates = new Set<Observed>();
-    for (const o of observed) {
-      if (o.type !== EventType.REMOVE || o.full === this.root) continue;
-      const before = this.known.get(o.full);
-      const movedTo = before && byFile.get(fileKey(before));
-      if (movedTo && movedTo.full !== o.full) {
-        o.type = EventType.RENAME;
-        matchedCreates.add(movedTo);
-      } else {
-        unmatchedRemoves.push(o);
-      }
-    }
-    const unmatchedCreates = creates.filter((o) => !matchedCreates.has(o));
-    if (unmatchedRemoves.length === 1 && unmatchedCreates.length === 1)
-      unmatchedRemoves[0]!.type = EventType.RENAME;
-  }
-
-  /**
-   * What the latest change to a path was: attributes (CHMOD) when its ctime passed its mtime (a
-   * write moves both) or, for a path we know, when only mode, owner or ctime moved since.
-   */
-  private lastChangeType(full: string, st: BigIntStats): EventType {
-    if (st.ctimeNs > st.mtimeNs) return EventType.CHMOD;
-    const prev = this.known.get(full);
-    if (
-      prev &&
-      fileKey(prev) === fileKey(st) &&
-      prev.size === st.size &&
-      prev.mtimeNs === st.mtimeNs &&
-      (prev.mode !== st.mode || prev.uid !== st.uid || prev.gid !== st.gid || prev.ctimeNs !== st.ctimeNs)
-    ) {
-      return EventType.CHMOD;
-    }
-    return EventType.WRITE;
-  }
-
-  private async apply(o: Observed, namer: Namer | undefined): Promise<void> {
-    if (o.type === EventType.REMOVE || o.type === EventType.RENAME) {
-      this.forget(o.full);
-      this.unwatchTree(o.full);
-      await this.emit(o.type, o.full, namer);
+  private async apply(type: EventType, full: string, isDir: boolean, namer: Namer | undefined): Promise<void> {
+    if (type === EventType.REMOVE || type === EventType.RENAME) {
+      this.announced.delete(full);
+      if (isDir) this.unwatchTree(full);
+      await this.emit(type, full, namer);
       return;
     }
-    const st = o.st!;
-    if (o.type === EventType.CREATE) {
-      const prev = this.known.get(o.full);
-      if (prev?.announced && fileKey(prev) === fileKey(st)) {
-        prev.announced = false;
-        return;
-      }
+    if (type !== EventType.CREATE) {
+      await this.emit(type, full, namer);
+      return;
     }
-    this.remember(o.full, st, false);
+    const announcedIno = this.announced.get(full);
+    if (announcedIno !== undefined) {
+      this.announced.delete(full);
+      if ((await inoIfExists(full)) === announcedIno) return;
+    }
     // Watch a new directory before announcing it, so a client reacting to the event cannot
     // outrun the watch; then announce what was made inside it before the watch existed.
-    const newDir =
-      o.type === EventType.CREATE && this.opts.recursive && st.isDirectory() && this.addDir(o.full);
-    await this.emit(o.type, o.full, namer);
-    if (newDir) await this.scan(o.full, true, namer);
+    const newDir = isDir && this.opts.recursive && this.addDir(full);
+    await this.emit(type, full, namer);
+    if (newDir) await this.scan(full, namer, true);
   }
 
   private async emit(type: EventType, full: string, namer: Namer | undefined): Promise<void> {
@@ -370,33 +200,12 @@ export class DirWatcher {
     this.opts.onEvent(create(FilesystemEventSchema, { name, type, entry }));
   }
 
-  private remember(full: string, st: BigIntStats, announced: boolean): void {
-    this.known.delete(full);
-    this.known.set(full, {
-      dev: st.dev,
-      ino: st.ino,
-      birthtimeNs: st.birthtimeNs,
-      size: st.size,
-      mtimeNs: st.mtimeNs,
-      ctimeNs: st.ctimeNs,
-      mode: st.mode,
-      uid: st.uid,
-      gid: st.gid,
-      announced,
-    });
-    if (this.known.size > KNOWN_LIMIT) this.known.delete(this.known.keys().next().value!);
-  }
-
-  private forget(full: string): void {
-    this.known.delete(full);
-    if (!this.dirs.has(full)) return;
-    const prefix = full + path.sep;
-    for (const p of this.known.keys()) if (p.startsWith(prefix)) this.known.delete(p);
-  }
-
   private unwatch(dir: string): void {
-    this.dirs.get(dir)?.watcher.close();
+    const wd = this.dirs.get(dir);
+    if (wd === undefined) return;
     this.dirs.delete(dir);
+    this.byWd.delete(wd);
+    inotify().remove(wd, this.listener);
   }
 
   private unwatchTree(dir: string): void {

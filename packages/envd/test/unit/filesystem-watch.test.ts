@@ -140,6 +140,29 @@ describe('DirWatcher', () => {
     expect(watcher!.watchedDirectories).toBe(5); // root, new, a, a/b, a/b/c
   });
 
+  it('keeps a second watcher of the same directory when the first closes (one kernel watch, shared)', async () => {
+    const other: FilesystemEvent[] = [];
+    const second = new DirWatcher(dir, {
+      recursive: false,
+      includeEntry: false,
+      namer,
+      onEvent: (e) => other.push(e),
+      onError: (err) => {
+        throw err;
+      },
+    });
+    await second.start();
+    try {
+      await startWatch();
+      watcher!.close();
+      await writeFile(path.join(dir, 'after'), 'x');
+      await eventually(() => expect(other.map((e) => e.name)).toContain('after'), { intervalMs: 10 });
+      expect(events).toEqual([]);
+    } finally {
+      second.close();
+    }
+  });
+
   it('reports the removal of the watched directory itself as "."', async () => {
     await startWatch();
     await rm(dir, { recursive: true });
