@@ -98,7 +98,7 @@ export class ClusterAgent {
     } catch (err) {
       this.d.logger.warn({ err: fromConnectError(err).message }, 'unregistering from the scheduler failed');
     }
-    await this.beat();
+    await this.beatAfterCurrent();
   }
 
   /** Reports the last events and roster (the sandboxes paused by the shutdown), then stops. */
@@ -107,13 +107,18 @@ export class ClusterAgent {
     clearTimeout(this.timer);
     this.offEvents();
     await this.flush();
-    await this.beat();
+    await this.beatAfterCurrent();
   }
 
   /** A heartbeat soon, after the one under way (whose report may predate what changed). */
   private nudge(): void {
     if (this.stopped || !this.timer) return;
-    void (this.beating ?? Promise.resolve()).then(() => this.beat());
+    void this.beatAfterCurrent();
+  }
+
+  /** A heartbeat of the state from now on: one under way was gathered before, so it goes first. */
+  private beatAfterCurrent(): Promise<void> {
+    return (this.beating ?? Promise.resolve()).then(() => this.beat());
   }
 
   /** One heartbeat (never two at once); failures are logged once per distinct error. */

@@ -6,7 +6,7 @@ import { eventually } from '@agentenv/test-support';
 import { ClusterAgent } from '../../src/cluster/agent.js';
 import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
 
-function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY) {
+function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered = async () => {}) {
   const sent: string[][] = [];
   const statuses: (NodeStatus | undefined)[] = [];
   let keys = ['template/base'];
@@ -14,6 +14,7 @@ function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY) {
     heartbeat: async (req: { cacheKeys?: string[]; status?: NodeStatus }) => {
       sent.push([...(req.cacheKeys ?? [])]);
       statuses.push(req.status);
+      await answered();
       return { intervalMs: 60_000, status: answer };
     },
     reportSandboxEvent: async () => ({}),
@@ -62,5 +63,22 @@ describe('cluster agent', () => {
     } finally {
       await agent.stop();
     }
+  });
+
+  it('ends with a heartbeat of the final state, not the one under way when it stopped', async () => {
+    let release = () => {};
+    const slow = new Promise<void>((r) => (release = r));
+    const { agent, sent, setKeys } = agentWithCountingClient(NodeStatus.READY, () => slow);
+    agent.start();
+    await eventually(() => expect(sent).toHaveLength(1));
+    // The shutdown changed what the node holds while that heartbeat was still unanswered.
+    setKeys(['template/base', 'snapshot/final']);
+    const stopped = agent.stop();
+    // (stop() is waiting on that heartbeat once the events, none here, are flushed.)
+    await new Promise((r) => setImmediate(r));
+    release();
+    await stopped;
+    expect(sent).toHaveLength(2);
+    expect(sent[1]).toContain('snapshot/final');
   });
 });
