@@ -118,6 +118,9 @@ export function inotify(): Inotify {
   if (shared) return shared;
   const addon = loadAddon<Addon>('inotify');
   if (!addon)
-    throw new EnvdError('failed_precondition', 'directory watching is unavailable: envd was built without its inotify addon');
+    throw new EnvdError(
+      'failed_precondition',
+      'directory watching is unavailable: envd was built without its inotify addon',
+    );
   return (shared = new Inotify(addon));
 }

@@ -30,7 +30,15 @@ export interface DirWatcherOptions {
 }
 
 const WATCH_MASK =
-  IN.MODIFY | IN.ATTRIB | IN.MOVED_FROM | IN.MOVED_TO | IN.CREATE | IN.DELETE | IN.DELETE_SELF | IN.MOVE_SELF | IN.ONLYDIR;
+  IN.MODIFY |
+  IN.ATTRIB |
+  IN.MOVED_FROM |
+  IN.MOVED_TO |
+  IN.CREATE |
+  IN.DELETE |
+  IN.DELETE_SELF |
+  IN.MOVE_SELF |
+  IN.ONLYDIR;
 
 /** How many announced entries are remembered to drop the watch's own CREATE for them. */
 const ANNOUNCED_LIMIT = 10_000;
@@ -165,11 +173,17 @@ export class DirWatcher {
         continue;
       }
       const type = typeOf(e.mask);
-      if (type !== undefined) await this.apply(type, path.join(dir, e.name), (e.mask & IN.ISDIR) !== 0, namer);
+      if (type !== undefined)
+        await this.apply(type, path.join(dir, e.name), (e.mask & IN.ISDIR) !== 0, namer);
     }
   }
 
-  private async apply(type: EventType, full: string, isDir: boolean, namer: Namer | undefined): Promise<void> {
+  private async apply(
+    type: EventType,
+    full: string,
+    isDir: boolean,
+    namer: Namer | undefined,
+  ): Promise<void> {
     if (type === EventType.REMOVE || type === EventType.RENAME) {
       this.announced.delete(full);
       if (isDir) this.unwatchTree(full);
