@@ -165,7 +165,8 @@ export class Membership {
     const continued =
       previous?.bootId === hb.bootId &&
       previous.lastHeartbeatMs !== undefined &&
-      now - previous.lastHeartbeatMs <= MISSED_INTERVALS * this.settings.heartbeatIntervalMs;
+      now - previous.lastHeartbeatMs <= MISSED_INTERVALS * this.settings.heartbeatIntervalMs &&
+      this.rosters.heardLastHere(hb.nodeId, previous.lastHeartbeatMs);
     await Promise.all([
       this.rosters.sync(hb.nodeId, hb.roster, now, continued),
       previous?.chunkDigest !== record.chunkDigest
@@ -176,6 +177,7 @@ export class Membership {
     const heard = { ...record, lastHeartbeatMs: this.clock.now() };
     await this.store.putNode(heard, hb.roster, this.retentionMs);
     this.index.putNode(heard);
+    this.rosters.heard(hb.nodeId, heard.lastHeartbeatMs);
     const drainedBootId = this.index.drainOf(hb.nodeId);
     await Promise.all([
       this.endReported(hb.nodeId, hb.roster),

@@ -29,6 +29,8 @@ const entryKey = (e: RosterEntry) =>
 export class RosterSync {
   private readonly seen = new Map<string, Seen>();
   private readonly assigned = new Map<string, Set<string>>();
+  /** The heartbeat time this process last recorded for each node. */
+  private readonly heardHere = new Map<string, number>();
 
   constructor(
     private readonly store: SchedulerStore,
@@ -40,6 +42,30 @@ export class RosterSync {
     let ids = this.assigned.get(nodeId);
     if (!ids) this.assigned.set(nodeId, (ids = new Set()));
     for (const id of sandboxIds) ids.add(id);
+  }
+
+  /** Records the heartbeat time this process wrote for a node. */
+  heard(nodeId: string, ms: number): void {
+    this.heardHere.set(nodeId, ms);
+  }
+
+  /**
+   * Whether the node's last recorded heartbeat is one this process heard: when another replica
+   * heard it since, what this process saw of its roster is old, and the next sync reads it whole.
+   */
+  heardLastHere(nodeId: string, lastHeartbeatMs: number | undefined): boolean {
+    return lastHeartbeatMs !== undefined && this.heardHere.get(nodeId) === lastHeartbeatMs;
+  }
+
+  /**
+   * Bindings of a node's sandboxes written from elsewhere (a pause the gateway recorded from the
+   * node's answer, which can land after a heartbeat that said the pause is stored since): the
+   * node's next roster is reconciled with them even when its entries did not change.
+   */
+  recheck(nodeId: string, sandboxIds: readonly string[]): void {
+    const seen = this.seen.get(nodeId);
+    // No key matches '': listed, the entry counts as changed; not listed, as gone.
+    if (seen) for (const id of sandboxIds) seen.entries.set(id, '');
   }
 
   /** @param continued whether the node's previous heartbeat, of the same boot, was heard recently */

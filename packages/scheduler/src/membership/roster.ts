@@ -39,7 +39,8 @@ export function reconcileRoster(
     listed.add(e.sandboxId);
     const b = current.get(e.sandboxId);
     if (b && b.nodeId !== nodeId && !atRest(b) && e.state === 'paused') continue;
-    if (b && recordedPause(b, nodeId, t) && e.state !== 'paused') continue;
+    // (A paused entry with the pause the binding names already is older than the recorded one.)
+    if (b && recordedPause(b, nodeId, t) && (e.state !== 'paused' || e.pauseId === b.pauseId)) continue;
     const next: Binding = {
       sandboxId: e.sandboxId,
       nodeId,

@@ -259,6 +259,7 @@ export class Reservations {
       updatedMs: this.clock.now(),
     };
     await this.store.putBindings([binding], this.settings.bindingTtlMs);
+    this.membership.rosters.recheck(p.nodeId, [p.sandboxId]);
   }
 
   /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */

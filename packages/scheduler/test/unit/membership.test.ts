@@ -26,6 +26,25 @@ describe('node health', () => {
 });
 
 describe('membership', () => {
+  it("reads a node's roster whole when another replica heard the node since this one did", async () => {
+    const clock = new ManualClock();
+    // Shared, as Redis is between replicas: each reloads what the other wrote within a quarter interval.
+    const store: { shared: boolean } & MemoryStore = new MemoryStore(clock);
+    store.shared = true;
+    const s = settings();
+    const [one, two] = [new Membership(store, clock, s), new Membership(store, clock, s)];
+    const bound = async () => (await store.getBindings(['r1'])).get('r1')?.state;
+    await one.heartbeat(heartbeat('a', { roster: [running('r1')] }));
+    // The node moves to the other replica (the first did not answer), pauses r1 and comes back.
+    clock.advance(1000);
+    await two.heartbeat(heartbeat('a', { roster: [running('r1', { state: 'paused', pauseId: 'p' })] }));
+    expect(await bound()).toBe('paused');
+    clock.advance(1000);
+    await one.heartbeat(heartbeat('a', { roster: [running('r1')] }));
+    // Resumed: the roster is what the first replica saw last, but not what is stored now.
+    expect(await bound()).toBe('running');
+  });
+
   it('a first heartbeat registers the node and its roster becomes bindings', async () => {
     const { membership, placements } = setup();
     await membership.heartbeat(

@@ -50,6 +50,19 @@ describe('roster sync', () => {
     expect((await store.getBindings(['p'])).get('p')?.pauseLocalOnly).toBeUndefined();
   });
 
+  it('sets right, at the next roster, a binding written from elsewhere since (a late pause record)', async () => {
+    const { clock, store, sync } = setup();
+    const stored = running('p', { state: 'paused', pauseId: 'pz' });
+    await sync.sync('a', [stored], clock.now(), false);
+    // The gateway's record of the pause, from the node's answer before its upload ended.
+    const b = (await store.getBindings(['p'])).get('p')!;
+    await store.putBindings([{ ...b, pauseLocalOnly: true }], 60_000);
+    sync.recheck('a', ['p']);
+    clock.advance(2000);
+    await sync.sync('a', [stored], clock.now(), true);
+    expect((await store.getBindings(['p'])).get('p')?.pauseLocalOnly).toBeUndefined();
+  });
+
   it('drops an assignment the roster never lists once its grace is over', async () => {
     const { clock, store, s, sync, state } = setup();
     await sync.sync('a', roster(3), clock.now(), false);

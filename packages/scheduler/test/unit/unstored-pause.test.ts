@@ -38,6 +38,23 @@ describe('a pause not yet stored in the shared repository', () => {
     await expect(placements.lookup('s1')).resolves.toMatchObject({ binding: { state: 'running' } });
   });
 
+  it('takes the stored state of that pause from a roster that lands after the record', async () => {
+    const { membership, placements, clock } = await pausedOnA();
+    // A roster built before the pause still shows the older one: the record stands.
+    await membership.heartbeat(
+      heartbeat('a', { roster: [running('s1', { state: 'paused', pauseId: 'old' })] }),
+    );
+    await expect(placements.lookup('s1')).resolves.toMatchObject({ binding: { pauseLocalOnly: true } });
+    // The new pause, stored already when the node reported it.
+    clock.advance(500);
+    await membership.heartbeat(
+      heartbeat('a', { roster: [running('s1', { state: 'paused', pauseId: 'new' })] }),
+    );
+    const { binding } = await placements.lookup('s1');
+    expect(binding).toMatchObject({ state: 'paused', pauseId: 'new' });
+    expect(binding.pauseLocalOnly).toBeUndefined();
+  });
+
   it('stays paused on a silent node, and is lost once the node is gone for good', async () => {
     const t = await pausedOnA();
     await silence(t, 3 * s.heartbeatIntervalMs + 1000);
