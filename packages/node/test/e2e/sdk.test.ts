@@ -1,4 +1,4 @@
-import { CommandExitError, Sandbox } from 'e2b';
+import { CommandExitError, FilesystemEventType, Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, getViaHost, PORT, useTestServer } from '@agentenv/test-support/server';
@@ -28,6 +28,29 @@ describe('the E2B SDK against aenv-server', () => {
       expect(await sbx.files.read('/home/user/notes/a.txt')).toBe('alpha');
       expect((await sbx.files.list('notes')).map((e) => e.name)).toEqual(['a.txt']);
       expect((await sbx.files.getInfo('notes/a.txt')).owner).toBe('user');
+
+      // gVisor's inotify gives envd the kernel's own events: an upload is CREATE, CHMOD (its
+      // owner), WRITE, as in E2B; a directory made during a recursive watch is watched at once.
+      const seen: string[] = [];
+      const watch = await sbx.files.watchDir('notes', (e) => void seen.push(`${e.type} ${e.name}`), {
+        recursive: true,
+      });
+      await sbx.files.write('notes/b.txt', 'beta');
+      await sbx.files.makeDir('notes/sub');
+      await sbx.files.write('notes/sub/c.txt', 'gamma');
+      const { CREATE, CHMOD, WRITE } = FilesystemEventType;
+      await eventually(() => expect(seen).toContain(`${WRITE} sub/c.txt`), { intervalMs: 50 });
+      await watch.stop();
+      expect(seen).toEqual([
+        `${CREATE} b.txt`,
+        `${CHMOD} b.txt`,
+        `${WRITE} b.txt`,
+        `${CREATE} sub`,
+        `${CHMOD} sub`,
+        `${CREATE} sub/c.txt`,
+        `${CHMOD} sub/c.txt`,
+        `${WRITE} sub/c.txt`,
+      ]);
 
       let screen = '';
       const term = await sbx.pty.create({
