@@ -1,5 +1,6 @@
 import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import { peerLookup } from '@agentenv/common';
 import { SchedulerService } from '@agentenv/protocol/scheduler';
 import { isTransportFailure } from './rpc/errors.js';
 
@@ -88,9 +89,11 @@ export function createSchedulerClient(o: SchedulerClientOptions): SchedulerClien
       urls.length > 1 ? [withKey, failover(urls, o.failoverAfterMs ?? FAILOVER_AFTER_MS)] : [withKey],
     ...(timeout > 0 ? { defaultTimeoutMs: timeout } : {}),
   };
+  // Replicas' names are looked up off libuv's pool, once at a time each (see PeerLookup).
+  const { lookup } = peerLookup;
   const transport =
     o.protocol === 'grpc'
-      ? createGrpcTransport(common)
-      : createConnectTransport({ ...common, httpVersion: '1.1' });
+      ? createGrpcTransport({ ...common, nodeOptions: { lookup } })
+      : createConnectTransport({ ...common, httpVersion: '1.1', nodeOptions: { lookup } });
   return createClient(SchedulerService, transport);
 }

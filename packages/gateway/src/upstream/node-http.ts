@@ -11,6 +11,7 @@ import {
   DomainError,
   holdUntilUpgraded,
   isConnectStream,
+  peerLookup,
   rawAnswerHead,
   relayConnectStream,
   spliceUpgrade,
@@ -55,7 +56,8 @@ export class NodeHttp {
   private agent(url: URL): HttpAgent {
     let a = this.agents.get(url.origin);
     if (!a) {
-      const opts = { keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: 64 };
+      // Nodes' names are looked up off libuv's pool, once at a time each (see PeerLookup).
+      const opts = { keepAlive: true, keepAliveMsecs: 1000, maxFreeSockets: 64, lookup: peerLookup.lookup };
       a = url.protocol === 'https:' ? new HttpsAgent(opts) : new HttpAgent(opts);
       const connect = a.createConnection.bind(a);
       a.createConnection = (options, cb) => {
