@@ -359,7 +359,18 @@ describe.skipIf(missing !== undefined)(
 
           const stop = await compose(['stop', '-t', '300', 'node1']);
           expect(stop.code, stop.stderr).toBe(0);
-          const again = await Sandbox.connect(sbx.sandboxId);
+          const again = await Sandbox.connect(sbx.sandboxId).catch(async (err: unknown) => {
+            const logs = await compose([
+              'logs',
+              '--no-color',
+              '--tail',
+              '150',
+              'node1',
+              'scheduler2',
+              'gateway',
+            ]);
+            throw new Error(`${String(err)}\n${logs.stdout}`);
+          });
           expect(await onNode('node2')).toContain(sbx.sandboxId);
           expect(await again.files.read('/home/user/kept.txt')).toBe('from node1');
           // The same process, from the same memory.
