@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Sandbox } from 'e2b';
@@ -130,5 +131,40 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
     expect(metrics).toMatch(/aenv_gateway_placements_total\{outcome="placed"\} \d+/);
     expect(metrics).toMatch(/aenv_gateway_create_queue_depth 0/);
     expect(metrics).toMatch(/aenv_gateway_node_sandboxes\{node="h9n0"/);
+  });
+
+  it('gives sandbox code no way to the gateway, the scheduler, Redis or the nodes on any host address', async () => {
+    const sbx = await Sandbox.create();
+    try {
+      // Every IPv4 address of this host (127.0.0.1 is the sandbox's own loopback in there), the
+      // sandbox's default gateway, and the metadata address.
+      const addresses = [
+        ...new Set(
+          Object.values(networkInterfaces())
+            .flat()
+            .flatMap((a) => (a && a.family === 'IPv4' ? [a.address] : [])),
+        ),
+        '169.254.169.254',
+      ];
+      const ports = [c.gatewayUrl, ...Array.from({ length: NODES }, (_, i) => c.nodeUrl(i))]
+        .map((u) => new URL(u).port)
+        .concat(['19901', '19902', '80']);
+      const probe = (to: string) =>
+        `(timeout 3 bash -c "exec 3<>/dev/tcp/${to}" 2>/dev/null && echo "open ${to}") &`;
+      const script = [
+        // The default gateway, from the routing table (no `ip` needed).
+        `gw=$(awk '$2=="00000000"{print $3; exit}' /proc/net/route)`,
+        'gwip=$(printf "%d.%d.%d.%d" 0x${gw:6:2} 0x${gw:4:2} 0x${gw:2:2} 0x${gw:0:2})',
+        `for p in ${ports.join(' ')}; do ${probe('$gwip/$p')} done`,
+        ...addresses.flatMap((a) => ports.map((p) => probe(`${a}/${p}`))),
+        // The probe itself works: envd's own port answers.
+        probe('127.0.0.1/49983'),
+        'wait',
+      ].join('\n');
+      const { stdout } = await sbx.commands.run(script, { timeoutMs: 60_000 });
+      expect(stdout.trim().split('\n').sort()).toEqual(['open 127.0.0.1/49983']);
+    } finally {
+      await sbx.kill();
+    }
   });
 });
