@@ -14,7 +14,7 @@ import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snaps
  */
 const fx = fileFixtures();
 
-const ROUNDS = 6;
+const ROUNDS = 4;
 
 for (const backend of ['posix_fs', 'oss'] as const) {
   describe(`snapshot repository crash consistency: ${backend}`, () => {
