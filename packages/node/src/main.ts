@@ -159,6 +159,7 @@ function clusterMembership(
     cache: t.snapshotCache,
     repository: t.snapshotStore,
     events: node.events,
+    stages: (listener) => node.activity.subscribe((s) => s.ok && listener(s.stage)),
     logger,
     p2p: node.chunks.advertisement,
   });

@@ -4,6 +4,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { NodeStatus, SandboxEventType, type SandboxEventSchema } from '@agentenv/protocol/scheduler';
 import { fromConnectError, type SchedulerClient } from '@agentenv/scheduler';
 import type { Logger } from 'pino';
+import { PAUSE_UPLOAD_STAGE } from '../orchestrator/index.js';
 import { Latest } from './latest.js';
 import type { SandboxEvent, SandboxEventLog } from './sandbox-events.js';
 import {
@@ -23,6 +24,8 @@ export interface ClusterAgentDeps {
   cacheKeys: () => Promise<string[]>;
   p2p?: () => Promise<P2pReport>;
   events: SandboxEventLog;
+  /** The orchestrator's finished stages, as they finish; returns how to stop listening. */
+  stages?: (listener: (stage: string) => void) => () => void;
   logger: Logger;
   /** Until the scheduler names its own interval. */
   intervalMs?: number;
@@ -72,7 +75,14 @@ export class ClusterAgent {
     this.hostNow = new Latest(d.host, GATHER_BUDGET_MS);
     this.cacheKeysNow = new Latest(d.cacheKeys, GATHER_BUDGET_MS);
     this.p2pNow = d.p2p && new Latest(d.p2p, GATHER_BUDGET_MS);
-    this.offEvents = d.events.onEvent((e) => this.queue(e));
+    const offEvents = d.events.onEvent((e) => this.queue(e));
+    // A pause now in the shared repository: other nodes may resume it, so the scheduler hears it
+    // at once rather than one interval later.
+    const offStages = d.stages?.((stage) => stage === PAUSE_UPLOAD_STAGE && this.nudge());
+    this.offEvents = () => {
+      offEvents();
+      offStages?.();
+    };
   }
 
   /**

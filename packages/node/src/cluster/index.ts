@@ -22,6 +22,8 @@ export interface ClusterJoinOptions {
   cache: CacheSource;
   repository: RecordSource;
   events: SandboxEventLog;
+  /** The orchestrator's finished stages (see ClusterAgentDeps). */
+  stages?: (listener: (stage: string) => void) => () => void;
   logger: Logger;
   /** With P2P on: the endpoint and chunks to advertise. */
   p2p?: {
@@ -53,6 +55,7 @@ export function clusterAgent(o: ClusterJoinOptions): ClusterAgent {
       }),
     }),
     events: o.events,
+    ...(o.stages && { stages: o.stages }),
     logger: o.logger.child({ component: 'cluster' }),
   });
 }

@@ -33,6 +33,7 @@ export {
 } from './admission.js';
 export { ActivityTracker } from './activity.js';
 export { BackgroundWork, type BackgroundTask } from './background.js';
+export { PAUSE_UPLOAD_STAGE } from './pause-upload.js';
 export { hasExpired } from './expiry.js';
 export { recoveryOf } from './recovery.js';
 export { procMeminfo } from './host-memory.js';

@@ -12,6 +12,9 @@ import type { SandboxRecord } from './record.js';
  * node's claim from the moment other nodes can see it until it is the sandbox's state here, so
  * no other node can resume it while this one may still resume the local capture.
  */
+/** The lifecycle stage of a pause's upload, ended once the shared repository holds the pause. */
+export const PAUSE_UPLOAD_STAGE = 'pause-upload';
+
 export class PauseUploads {
   private readonly sealer: PauseSealer;
 
@@ -21,7 +24,7 @@ export class PauseUploads {
 
   /** Starts the upload of a sandbox's pending pause in the background; resolves once it ended. */
   start(sandboxId: string): Promise<void> {
-    return this.core.background.run('pause-upload', sandboxId, () => this.upload(sandboxId));
+    return this.core.background.run(PAUSE_UPLOAD_STAGE, sandboxId, () => this.upload(sandboxId));
   }
 
   /** After a restart: restarts every upload that the previous process did not finish. */
@@ -44,6 +47,7 @@ export class PauseUploads {
     const rec = d.store.get(sandboxId);
     if (!rec || !isPending(rec)) return;
     const dir = rec.captureDir;
+    const t0 = this.core.clock.now();
     let pauseId: string | undefined;
     let failure: unknown;
     try {
@@ -60,6 +64,9 @@ export class PauseUploads {
       }
       if (pauseId) await this.stored(cur, dir, pauseId);
       else await this.keptLocal(cur, failure);
+      // How long the pause was on this node's disk only (the cluster agent reports it stored at once).
+      if (pauseId) d.observer.stage(PAUSE_UPLOAD_STAGE, this.core.clock.now() - t0);
+      else d.observer.failed(PAUSE_UPLOAD_STAGE);
     });
   }
 

@@ -6,7 +6,7 @@
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { api, localCaptures, startServer, useS3BehindRelay } from '@agentenv/test-support/server';
+import { api, localCaptures, startServer, URL_BASE, useS3BehindRelay } from '@agentenv/test-support/server';
 
 /** The relay's port: helper 25's range (the node reaches S3 only through it). */
 const RELAY_PORT = 22501;
@@ -39,6 +39,13 @@ describe('a pause whose repository upload is cut short by a crash', () => {
     expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.state).toBe('paused');
     // The restarted node uploads the pause again; the local capture goes once S3 holds it.
     await eventually(() => expect(localCaptures(sbx.sandboxId)).toEqual([]), { timeoutMs: 60_000 });
+    // How long the pause was on the node's disk only is a lifecycle stage (the cluster agent
+    // heartbeats as it ends).
+    await eventually(async () =>
+      expect(await (await fetch(`${URL_BASE}/metrics`)).text()).toMatch(
+        /aenv_lifecycle_stage_duration_seconds_count\{stage="pause-upload"\} 1\b/,
+      ),
+    );
 
     const again = await Sandbox.connect(sbx.sandboxId);
     const before = Number(await again.files.read('/tmp/n'));

@@ -21,6 +21,7 @@ function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered
     unregisterNode: async () => ({}),
   } as unknown as SchedulerClient;
   const events = new SandboxEventLog('n1');
+  const stageListeners = new Set<(stage: string) => void>();
   const agent = new ClusterAgent({
     client,
     identity: { nodeId: 'n1', clusterId: 'c', advertiseUrl: 'http://127.0.0.1:1', version: '0' },
@@ -29,10 +30,15 @@ function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered
     host: async () => ({ cpuCount: 2, memoryTotalMib: 1024, memoryAvailableMib: 512, loadAvg1m: 0 }),
     cacheKeys: async () => keys,
     events,
+    stages: (l) => {
+      stageListeners.add(l);
+      return () => stageListeners.delete(l);
+    },
     logger: pino({ level: 'silent' }),
     intervalMs: 60_000,
   });
-  return { agent, events, sent, statuses, setKeys: (k: string[]) => (keys = k) };
+  const stageDone = (stage: string) => stageListeners.forEach((l) => l(stage));
+  return { agent, events, sent, statuses, stageDone, stageListeners, setKeys: (k: string[]) => (keys = k) };
 }
 
 describe('cluster agent', () => {
@@ -48,6 +54,21 @@ describe('cluster agent', () => {
     } finally {
       await agent.stop();
     }
+  });
+
+  it('heartbeats at once when a pause is stored in the shared repository, and for no other stage', async () => {
+    const { agent, sent, stageDone, stageListeners } = agentWithCountingClient();
+    agent.start();
+    try {
+      await eventually(() => expect(sent).toHaveLength(1));
+      stageDone('create');
+      stageDone('pause-upload');
+      await eventually(() => expect(sent).toHaveLength(2));
+    } finally {
+      await agent.stop();
+    }
+    expect(stageListeners.size).toBe(0);
+    expect(sent).toHaveLength(3); // and the last one of stop()
   });
 
   it('says it is draining in every heartbeat once the scheduler answered that it drained it', async () => {
