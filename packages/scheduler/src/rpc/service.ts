@@ -115,7 +115,11 @@ export function schedulerService(d: ServiceDeps): ServiceImpl<typeof pb.Schedule
     }),
 
     reportSandboxEvent: mapped(async (req) => {
-      await d.events.report(req.events.map(eventIn));
+      const events = req.events.map(eventIn);
+      await d.events.report(events);
+      for (const e of events)
+        if (e.type === 'lost')
+          await d.placements.recordLoss({ nodeId: e.nodeId, sandboxId: e.sandboxId, reason: e.reason });
       return create(pb.ReportSandboxEventResponseSchema);
     }),
 

@@ -262,6 +262,31 @@ export class Reservations {
     this.membership.rosters.recheck(p.nodeId, [p.sandboxId]);
   }
 
+  /**
+   * A sandbox its node reports lost (it came back from a crash without the sandbox's processes):
+   * lost on that node, whatever the binding said before — the node's heartbeats may never have
+   * said it was running again (resumed just before the crash), and its roster no longer lists it,
+   * which would otherwise drop the binding and leave a 404 instead of a 410 with the reason. A
+   * sandbox bound to another node meanwhile, or lost already, stays as it is.
+   */
+  async recordLoss(p: { nodeId: string; sandboxId: string; reason: string }): Promise<void> {
+    const b = (await this.store.getBindings([p.sandboxId])).get(p.sandboxId);
+    if (b && (b.nodeId !== p.nodeId || b.state === 'lost')) return;
+    const { pauseLocalOnly: _l, ...rest }: Partial<Binding> = b ?? {};
+    const binding: Binding = {
+      templateId: '',
+      ...this.settings.defaultResources,
+      ...rest,
+      sandboxId: p.sandboxId,
+      nodeId: p.nodeId,
+      state: 'lost',
+      lostReason: p.reason,
+      source: 'assignment',
+      updatedMs: this.clock.now(),
+    };
+    await this.store.putBindings([binding], this.settings.lostRetentionMs);
+  }
+
   /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */
   async release(reservationId: string): Promise<void> {
     if (!reservationId) throw invalid('invalid reservation_id: required');

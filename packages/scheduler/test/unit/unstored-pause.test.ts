@@ -108,3 +108,29 @@ describe('a pause not yet stored in the shared repository', () => {
     );
   });
 });
+
+describe('a sandbox its node reports lost after a crash', () => {
+  it('is lost, with the reason, although the binding still said paused and the roster dropped it', async () => {
+    const t = await pausedOnA();
+    // Resumed just before the crash: no heartbeat said so. The node came back without it.
+    t.clock.advance(2 * s.heartbeatIntervalMs);
+    await t.membership.heartbeat(heartbeat('a', { bootId: 'second', roster: [] }));
+    await t.placements.recordLoss({ nodeId: 'a', sandboxId: 's1', reason: 'node_restart' });
+    const { binding } = await t.placements.lookup('s1');
+    expect(binding).toMatchObject({ state: 'lost', nodeId: 'a', lostReason: 'node_restart' });
+    // Its next rosters, which do not list it, keep it lost.
+    t.clock.advance(s.heartbeatIntervalMs);
+    await t.membership.heartbeat(heartbeat('a', { bootId: 'second', roster: [] }));
+    await expect(t.placements.lookup('s1')).resolves.toMatchObject({ binding: { state: 'lost' } });
+  });
+
+  it('leaves a sandbox that runs on another node now as it is', async () => {
+    const t = setup();
+    await t.membership.heartbeat(heartbeat('b', { roster: [running('s1')] }));
+    await t.membership.heartbeat(heartbeat('a'));
+    await t.placements.recordLoss({ nodeId: 'a', sandboxId: 's1', reason: 'node_restart' });
+    await expect(t.placements.lookup('s1')).resolves.toMatchObject({
+      binding: { state: 'running', nodeId: 'b' },
+    });
+  });
+});
