@@ -1,5 +1,6 @@
 // The dependency rules `npm run lint` checks (dependency-cruiser): no import cycles anywhere in
-// packages/*/src, and the node's layering as CONTRIBUTING.md states it.
+// packages/*/src, the node's layering as CONTRIBUTING.md states it, and the libraries beneath the
+// node (@agentenv/snapshot) never importing it.
 const node = '^packages/node/src/';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -14,10 +15,9 @@ export default {
     },
     {
       name: 'node-layers-below-orchestrator',
-      comment:
-        'runtime, snapshot, image and network sit below the orchestrator: they never import it or the API.',
+      comment: 'runtime, image and network sit below the orchestrator: they never import it or the API.',
       severity: 'error',
-      from: { path: `${node}(runtime|snapshot|image|network)/` },
+      from: { path: `${node}(runtime|image|network)/` },
       to: { path: `${node}(orchestrator|api)/` },
     },
     {
@@ -28,11 +28,12 @@ export default {
       to: { path: `${node}api/` },
     },
     {
-      name: 'node-snapshot-imports',
-      comment: 'The snapshot library imports only runtime/ (the capture format it stores) and util/.',
+      name: 'snapshot-imports',
+      comment:
+        'The snapshot library (@agentenv/snapshot) sits beneath the node: of the workspace it imports only @agentenv/common.',
       severity: 'error',
-      from: { path: `${node}snapshot/` },
-      to: { path: node, pathNot: `${node}(snapshot|runtime|util)/` },
+      from: { path: '^packages/snapshot/src/' },
+      to: { path: '^packages/', pathNot: '^packages/(snapshot|common)/' },
     },
     {
       name: 'no-relative-import-across-packages',

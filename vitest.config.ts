@@ -69,7 +69,9 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'snapshot',
-          include: ['packages/node/test/snapshot/**/*.test.ts'],
+          // The library's own files (real S3 and POSIX repositories), and the node's file that
+          // stores captures of a real gVisor sandbox.
+          include: ['packages/snapshot/test/e2e/**/*.test.ts', 'packages/node/test/snapshot/**/*.test.ts'],
           fileParallelism: false,
           // One file boots a real gVisor sandbox (and the base template on a fresh machine).
           testTimeout: 300_000,

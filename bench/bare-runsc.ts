@@ -6,7 +6,6 @@
 import { mkdir, readdir, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import {
-  readCapture,
   type GvisorHost,
   buildOciSpec,
   runscCommand as runCommand,
@@ -17,6 +16,7 @@ import {
   type ReadOnlyMount,
   type Resources,
 } from '@agentenv/node';
+import { readCapture } from '@agentenv/snapshot';
 import { ENVD_PORT } from '@agentenv/protocol';
 import type { TestNet } from '@agentenv/test-support/runtime';
 

@@ -5,7 +5,8 @@
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture, type GvisorHost } from '@agentenv/node';
+import type { GvisorHost } from '@agentenv/node';
+import { readCapture } from '@agentenv/snapshot';
 import { createTestNet, type TestNet } from '@agentenv/test-support/runtime';
 import { bareRunsc, type BareRunsc, type BareSource } from './bare-runsc.js';
 import { timeMs } from './stats.js';

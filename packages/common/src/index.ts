@@ -75,3 +75,5 @@ export {
   type RawListQuery,
   type SandboxListQuery,
 } from './sandbox-query.js';
+export { newSandboxId, isSandboxId } from './ids.js';
+export { Limiter, forEachLimit } from './limit.js';

@@ -3,7 +3,6 @@
  * the benches. The server itself starts from main.ts.
  */
 export * from './runtime/index.js';
-export * from './snapshot/index.js';
 export * from './network/index.js';
 export * from './image/index.js';
 export * from './envd/index.js';

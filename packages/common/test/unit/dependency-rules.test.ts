@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,13 +16,21 @@ async function rules(): Promise<IConfiguration> {
   return ((await import(file)) as { default: IConfiguration }).default;
 }
 
-/** Writes `files` (path → source) into a fresh directory and names what the rules refuse there. */
-async function violations(files: Record<string, string>): Promise<string[]> {
+/**
+ * Writes `files` (path → source) into a fresh directory, links each of `packages` (names under
+ * packages/) into its node_modules as @agentenv/<name>, as npm's workspaces do, and names what
+ * the rules refuse there.
+ */
+async function violations(files: Record<string, string>, packages: string[] = []): Promise<string[]> {
   const dir = mkdtempSync(path.join(tmpdir(), 'aenv-deprules-'));
   dirs.push(dir);
   for (const [file, source] of Object.entries(files)) {
     mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
     writeFileSync(path.join(dir, file), source);
+  }
+  mkdirSync(path.join(dir, 'node_modules/@agentenv'), { recursive: true });
+  for (const name of packages) {
+    symlinkSync(path.join(dir, 'packages', name), path.join(dir, 'node_modules/@agentenv', name));
   }
   const config = await rules();
   // The rules' paths are relative to the base directory, as they are to the root for lint.
@@ -36,6 +44,15 @@ async function violations(files: Record<string, string>): Promise<string[]> {
   return result.output.summary.violations.map((v) => `${v.rule.name}: ${v.from} → ${v.to}`);
 }
 
+/** A workspace package `name` whose entry (src/index.ts, by its exports' `source`) is `source`. */
+function workspacePackage(name: string, source: string): Record<string, string> {
+  const exports = { '.': { source: './src/index.ts' } };
+  return {
+    [`packages/${name}/package.json`]: JSON.stringify({ name: `@agentenv/${name}`, type: 'module', exports }),
+    [`packages/${name}/src/index.ts`]: source,
+  };
+}
+
 afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
@@ -43,13 +60,17 @@ afterAll(() => {
 // A cruise loads TypeScript's parser: seconds on a busy machine, more than a unit test's default.
 describe('dependency rules', { timeout: 60_000 }, () => {
   it('accept the layering CONTRIBUTING states', async () => {
-    const found = await violations({
-      'packages/node/src/api/routes.ts': `import { create } from '../orchestrator/index.js';\nexport const r = create;\n`,
-      'packages/node/src/orchestrator/index.ts': `import { start } from '../runtime/index.js';\nimport { put } from '../snapshot/index.js';\nexport const create = [start, put];\n`,
-      'packages/node/src/runtime/index.ts': `import { id } from '../util/index.js';\nexport const start = id;\n`,
-      'packages/node/src/snapshot/index.ts': `import { start } from '../runtime/index.js';\nexport const put = start;\n`,
-      'packages/node/src/util/index.ts': `export const id = 1;\n`,
-    });
+    const found = await violations(
+      {
+        'packages/node/src/api/routes.ts': `import { create } from '../orchestrator/index.js';\nexport const r = create;\n`,
+        'packages/node/src/orchestrator/index.ts': `import { start } from '../runtime/index.js';\nimport { put } from '@agentenv/snapshot';\nexport const create = [start, put];\n`,
+        'packages/node/src/runtime/index.ts': `import { id } from '../util/index.js';\nimport { put } from '@agentenv/snapshot';\nexport const start = [id, put];\n`,
+        'packages/node/src/util/index.ts': `export const id = 1;\n`,
+        ...workspacePackage('snapshot', `import { c } from '@agentenv/common';\nexport const put = c;\n`),
+        ...workspacePackage('common', `export const c = 1;\n`),
+      },
+      ['snapshot', 'common'],
+    );
     expect(found).toEqual([]);
   });
 
@@ -77,14 +98,15 @@ describe('dependency rules', { timeout: 60_000 }, () => {
     );
   });
 
-  it('refuse the snapshot library importing beyond runtime/ and util/', async () => {
-    const found = await violations({
-      'packages/node/src/snapshot/index.ts': `import { n } from '../network/index.js';\nexport const s = n;\n`,
-      'packages/node/src/network/index.ts': `export const n = 1;\n`,
-    });
-    expect(found).toEqual([
-      'node-snapshot-imports: packages/node/src/snapshot/index.ts → packages/node/src/network/index.ts',
-    ]);
+  it('refuse the snapshot library importing the node', async () => {
+    const found = await violations(
+      {
+        ...workspacePackage('snapshot', `import { n } from '@agentenv/node';\nexport const s = n;\n`),
+        ...workspacePackage('node', `export const n = 1;\n`),
+      },
+      ['snapshot', 'node'],
+    );
+    expect(found).toEqual(['snapshot-imports: packages/snapshot/src/index.ts → packages/node/src/index.ts']);
   });
 
   it('refuse a relative import into another package', async () => {

@@ -1,6 +1,6 @@
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRepository } from '@agentenv/node';
+import { createRepository } from '@agentenv/snapshot';
 import { eventually } from '@agentenv/test-support';
 import {
   TEST_CLUSTER_KEY as API_KEY,

@@ -25,7 +25,7 @@ import {
   templateRoutes,
   type SandboxRoutesOptions,
 } from './routes/index.js';
-import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
+import type { RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import type { SandboxEventLog } from '../cluster/index.js';
 import { volumeContentRoutes, VolumeMounts, volumeRoutes, type VolumeStore } from '../volumes/index.js';
 

@@ -1,6 +1,6 @@
 import type { ResolvedNetworkConfig } from './config.js';
 import type { NetTools } from './environment.js';
-import { Limiter } from '../util/index.js';
+import { Limiter } from '@agentenv/common';
 
 /** Minimal structured logger; a pino logger fits. */
 export interface NetworkLogger {

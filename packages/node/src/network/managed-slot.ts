@@ -1,7 +1,7 @@
 import type { SlotAddresses } from './addressing.js';
 import type { NetContext } from './context.js';
 import { NetworkError } from './errors.js';
-import { Limiter } from '../util/index.js';
+import { Limiter } from '@agentenv/common';
 import type { SlotNames } from './naming.js';
 import { applyEgress, destroySlotNetwork, resetSandboxInterface, type SlotSpec } from './slot-ops.js';
 import type { EgressRules, NetSlot } from './slot.js';

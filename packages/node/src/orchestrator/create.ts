@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { withContext } from '@agentenv/common';
+import { newSandboxId, withContext } from '@agentenv/common';
 import type { EnvdInit } from '@agentenv/protocol';
 import { initDefaults } from '../envd/index.js';
 import type { EgressRules } from '../network/index.js';
 import type { SandboxHandle, SandboxVolume } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
-import { isoTime, newSandboxId } from '../util/index.js';
+import { isoTime } from '../util/index.js';
 import type { Admission } from './admission.js';
 import { coldStartRefusal } from './cold-start.js';
 import type { Live, SandboxCore } from './core.js';

@@ -2,15 +2,10 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DomainError } from '@agentenv/common';
 import { VOLUMES_SANDBOX_PATH } from '@agentenv/protocol';
+import { CAPTURE_FORMAT, listCaptureFiles, writeCaptureMeta } from '@agentenv/snapshot';
 import type { EnvdApi } from '../envd/index.js';
 import { TOOLS_SANDBOX_PATH } from '../envd/tools.js';
-import {
-  CAPTURE_FORMAT,
-  listCaptureFiles,
-  writeCaptureMeta,
-  type Capture,
-  type Resources,
-} from '../runtime/index.js';
+import type { Capture, Resources } from '../runtime/index.js';
 import { isoTime } from '../util/index.js';
 import type { Live, SandboxCore } from './core.js';
 import { initFor } from './create.js';

@@ -1,6 +1,6 @@
 import { sandboxUsage, type UsageSample } from './sandbox-usage.js';
 import type { EgressRules } from '../network/index.js';
-import { forEachLimit } from '../util/index.js';
+import { forEachLimit } from '@agentenv/common';
 import type { ActivityTracker } from './activity.js';
 import { Admission, maxSandboxes, maxStartsInFlight, notWhileStopping } from './admission.js';
 import { Capturer } from './capture.js';

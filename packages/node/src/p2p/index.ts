@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { ConfigError, type NodeConfig } from '../config/index.js';
 import { loadOrCreateSecret } from '../security/index.js';
-import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '../snapshot/index.js';
+import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '@agentenv/snapshot';
 import { CombinedPeerDirectory, parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
 import { EndpointKeeper } from './endpoint-keeper.js';
 import { IrohEndpoint } from './iroh.js';

@@ -1,5 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-import type { ChunkFetchObserver } from '../snapshot/index.js';
+import type { ChunkFetchObserver } from '@agentenv/snapshot';
 import type { PeerFault, PeerObserver } from './peer-source.js';
 import type { ServeObserver } from './server.js';
 

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ChunkRef, ChunkSession, ChunkSource } from '../snapshot/index.js';
-import { EMPTY_SESSION } from '../snapshot/index.js';
+import type { ChunkRef, ChunkSession, ChunkSource } from '@agentenv/snapshot';
+import { EMPTY_SESSION } from '@agentenv/snapshot';
 import { PeerClient, PeerError, type PeerClientOptions, type PeerErrorKind } from './client.js';
 import type { PeerDirectory } from './directory.js';
 import type { PeerAddress } from './transport.js';

@@ -21,7 +21,6 @@ export type RuntimeErrorCode =
   | 'start_failed'
   | 'not_ready'
   | 'checkpoint_failed'
-  | 'capture_invalid'
   | 'restore_failed'
   | 'operation_failed';
 
@@ -36,7 +35,6 @@ export const RUNTIME_ERROR_KIND: Readonly<Record<RuntimeErrorCode, DomainErrorKi
   start_failed: 'runtime_failure',
   not_ready: 'runtime_failure',
   checkpoint_failed: 'runtime_failure',
-  capture_invalid: 'runtime_failure',
   restore_failed: 'runtime_failure',
   operation_failed: 'runtime_failure',
 };
@@ -73,14 +71,6 @@ export class CheckpointError extends RuntimeError {
   override readonly name = 'CheckpointError';
   constructor(message: string, detail?: string, options?: { cause?: unknown }) {
     super('checkpoint_failed', message, detail, options);
-  }
-}
-
-/** The capture is missing, incomplete, corrupt or from another runtime build. */
-export class CaptureInvalidError extends RuntimeError {
-  override readonly name = 'CaptureInvalidError';
-  constructor(message: string, detail?: string) {
-    super('capture_invalid', message, detail);
   }
 }
 

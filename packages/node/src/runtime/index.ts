@@ -1,13 +1,5 @@
 export type * from './driver.js';
 export * from './errors.js';
-export {
-  readCapture,
-  parseCaptureMeta,
-  listCaptureFiles,
-  writeCaptureMeta,
-  CAPTURE_META_FILE,
-  CAPTURE_FORMAT,
-} from './capture.js';
 export { DEFAULT_RESOURCES } from './resources.js';
 export { probeHealth, waitForHealth, type WaitOptions } from './readiness.js';
 export { GvisorDriver, type GvisorDriverOptions, type UpperMedium } from './gvisor/driver.js';

@@ -1,6 +1,6 @@
 import type { SnapshotCatalog, SnapshotInfo } from '../orchestrator/index.js';
 import type { Capture } from '../runtime/index.js';
-import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../snapshot/index.js';
+import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '@agentenv/snapshot';
 
 interface Meta {
   info: SnapshotInfo;

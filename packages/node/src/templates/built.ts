@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { conflict, invalid, notFound } from '@agentenv/common';
+import { conflict, invalid, notFound, newSandboxId, type Limiter } from '@agentenv/common';
 import type { ResolvedTemplate } from '../orchestrator/index.js';
 import { DEFAULT_RESOURCES, type Resources } from '../runtime/index.js';
-import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../snapshot/index.js';
-import { newSandboxId, type Limiter } from '../util/index.js';
+import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '@agentenv/snapshot';
 import { BuildLog, StepError, type BuildResult, type BuildRunner, type BuildSpec } from './builds/index.js';
 import type { SandboxDefaults } from './image-boot.js';
 

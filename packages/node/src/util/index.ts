@@ -1,6 +1,4 @@
-export { newSandboxId, isSandboxId } from './ids.js';
 export { KeyedMutex } from './keyed-mutex.js';
-export { Limiter, forEachLimit } from './limit.js';
 export {
   runProcess,
   launchProcessesWith,

@@ -5,7 +5,7 @@ import {
   RuntimeCache,
   SnapshotStore,
   type RepositoryConfig,
-} from '../snapshot/index.js';
+} from '@agentenv/snapshot';
 
 /** The repository `snapshot.repository_backend` names, opened, with this node's runtime cache. */
 export async function openSnapshotRepository(

@@ -4,10 +4,10 @@ import type { NodeConfig } from '../config/index.js';
 import { defaultToolsDir, EnvdClient, envdVersion, type EnvdConnector } from '../envd/index.js';
 import { ImageStore } from '../image/index.js';
 import type { SourceResolver } from '../orchestrator/index.js';
-import type { RuntimeCache, SnapshotStore } from '../snapshot/index.js';
+import type { RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from '../sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from '../templates/index.js';
-import { Limiter } from '../util/index.js';
+import { Limiter } from '@agentenv/common';
 import type { NodeHost } from './host.js';
 import { openSnapshotRepository } from './snapshot-repository.js';
 

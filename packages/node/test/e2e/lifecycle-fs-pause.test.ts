@@ -2,7 +2,7 @@ import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, getViaHost, SNAPSHOT_STORE, useTestServer } from '@agentenv/test-support/server';
-import { PosixRepository } from '../../src/snapshot/index.js';
+import { PosixRepository } from '@agentenv/snapshot';
 
 useTestServer();
 const repo = new PosixRepository({ path: SNAPSHOT_STORE, create: false });

@@ -5,7 +5,7 @@
  */
 import { ChunkServer } from '../../src/p2p/server.js';
 import { IrohEndpoint } from '../../src/p2p/iroh.js';
-import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/snapshot/index.js';
+import { createRepository, SnapshotStore, type RepositoryConfig } from '@agentenv/snapshot';
 
 const args = JSON.parse(process.argv[2] ?? '{}') as {
   repository: RepositoryConfig;

@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSchedulerClient } from '@agentenv/scheduler';
 import { PeerClient } from '../../src/p2p/client.js';
 import { IrohEndpoint } from '../../src/p2p/iroh.js';
-import { createRepository, SnapshotStore } from '../../src/snapshot/index.js';
+import { createRepository, SnapshotStore } from '@agentenv/snapshot';
 import {
   api,
   API_KEY,

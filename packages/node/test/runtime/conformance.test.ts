@@ -2,12 +2,8 @@ import { cp, mkdir, open, readdir, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Resources, RuntimeDriver, SandboxExit, SandboxHandle } from '../../src/runtime/driver.js';
-import {
-  CaptureInvalidError,
-  CheckpointError,
-  InvalidRequestError,
-  RuntimeError,
-} from '../../src/runtime/errors.js';
+import { CaptureInvalidError } from '@agentenv/snapshot';
+import { CheckpointError, InvalidRequestError, RuntimeError } from '../../src/runtime/errors.js';
 import { GvisorDriver } from '../../src/runtime/gvisor/driver.js';
 import { createDriver } from '../../src/wiring/index.js';
 import type { Template } from '../../src/templates/index.js';

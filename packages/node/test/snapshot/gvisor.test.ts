@@ -10,7 +10,7 @@ import {
   SnapshotStore,
   Workspace,
   type Repository,
-} from '../../src/snapshot/index.js';
+} from '@agentenv/snapshot';
 import {
   EnvdClient,
   baseTemplate,

@@ -5,11 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import { errorBody } from '@agentenv/common';
 import { fakeCaptureMeta, MemoryObjectRepository, rejection as failure } from '@agentenv/test-support/fakes';
-import { DEFAULT_RESOURCES, writeCaptureMeta } from '../../src/runtime/index.js';
-import { RuntimeCache, SnapshotStore } from '../../src/snapshot/index.js';
+import { DEFAULT_RESOURCES } from '../../src/runtime/index.js';
+import { RuntimeCache, SnapshotStore, writeCaptureMeta } from '@agentenv/snapshot';
 import { BuiltTemplates } from '../../src/templates/built.js';
 import { StepError, type BuildRunner } from '../../src/templates/builds/index.js';
-import { Limiter } from '../../src/util/index.js';
+import { Limiter } from '@agentenv/common';
 
 let work: string;
 let repository: MemoryObjectRepository;

@@ -7,7 +7,12 @@ import { NETWORK_ERROR_KIND, NetworkError, type NetworkErrorCode } from '../../s
 import { SandboxRecordError } from '../../src/orchestrator/record.js';
 import { sandboxNotFound } from '../../src/proxy/answers.js';
 import { RUNTIME_ERROR_KIND, RuntimeError, type RuntimeErrorCode } from '../../src/runtime/index.js';
-import { SNAPSHOT_ERROR_KIND, SnapshotError, type SnapshotErrorCode } from '../../src/snapshot/index.js';
+import {
+  CaptureInvalidError,
+  SNAPSHOT_ERROR_KIND,
+  SnapshotError,
+  type SnapshotErrorCode,
+} from '@agentenv/snapshot';
 
 /** What a client sees for each kind: written out here, apart from the table it checks. */
 const KIND_STATUS: Record<DomainErrorKind, number> = {
@@ -47,7 +52,6 @@ const RUNTIME: Record<RuntimeErrorCode, number> = {
   start_failed: 500,
   not_ready: 500,
   checkpoint_failed: 500,
-  capture_invalid: 500,
   restore_failed: 500,
   operation_failed: 500,
 };
@@ -138,6 +142,7 @@ describe('errors → HTTP: one mapping', () => {
 
   it('maps the other errors of the node', () => {
     expect(errorBody(new ImageBuildError('mmdebstrap failed')).status).toBe(500);
+    expect(errorBody(new CaptureInvalidError('capture x: missing checkpoint.img')).status).toBe(500);
     expect(errorBody(new SandboxRecordError('newer')).status).toBe(409);
     expect(errorBody(sandboxNotFound('abc'))).toEqual({
       status: 502,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodePageToken, paginate } from '../../src/api/pagination.js';
-import { newSandboxId } from '../../src/util/ids.js';
+import { newSandboxId } from '@agentenv/common';
 import { isTransient, transitionFor, visibleState } from '../../src/orchestrator/states.js';
 import { forwardHeaders, nodeOnlyEnvdPath, nodeOnlyEnvdRefusal, routeRequest } from '@agentenv/common';
 

@@ -6,7 +6,7 @@ import { randomPages, scratchDir, writeCapture } from '@agentenv/test-support/sn
 import { errorBody } from '@agentenv/common';
 import { RepositoryPauses } from '../../src/orchestrator/persistence/repository-pauses.js';
 import { PauseSealer } from '../../src/orchestrator/persistence/stored-pause.js';
-import { createRepository, RuntimeCache, SnapshotStore } from '../../src/snapshot/index.js';
+import { createRepository, RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 
 /** Two nodes' RepositoryPauses over one posix repository, each with its own runtime cache. */
 describe('pauses in the repository', () => {

@@ -3,7 +3,7 @@ import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRepository, RuntimeCache, SnapshotStore } from '../../src/snapshot/index.js';
+import { createRepository, RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import { RepositorySnapshotCatalog } from '../../src/sources/snapshots.js';
 import { captureDigest, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 

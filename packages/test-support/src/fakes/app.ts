@@ -2,14 +2,9 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import {
-  BuildFiles,
-  BuiltTemplates,
-  Limiter,
-  RuntimeCache,
-  SnapshotStore,
-  VolumeStore,
-} from '@agentenv/node';
+import { Limiter } from '@agentenv/common';
+import { BuildFiles, BuiltTemplates, VolumeStore } from '@agentenv/node';
+import { RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import { buildApp, MetricsHistory, NodeMetrics, SandboxEventLog, SandboxProxy } from '@agentenv/node/server';
 import { FakeNode, type FakeNodeOptions } from './node.js';
 import { MemoryObjectRepository } from './repository.js';

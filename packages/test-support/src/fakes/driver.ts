@@ -1,5 +1,4 @@
 import {
-  CaptureInvalidError,
   CheckpointError,
   InvalidRequestError,
   RuntimeError,
@@ -18,6 +17,7 @@ import {
   type SandboxStatus,
   type StartRequest,
 } from '@agentenv/node';
+import { CaptureInvalidError } from '@agentenv/snapshot';
 import { fakeCaptureMeta, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 

@@ -1,4 +1,4 @@
-import { RepositoryUnavailableError, type Capture } from '@agentenv/node';
+import { RepositoryUnavailableError, type Capture } from '@agentenv/snapshot';
 import type { PauseRepository, SealedPause, StoredPause } from '@agentenv/node/server';
 import type { FakeCapture, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';

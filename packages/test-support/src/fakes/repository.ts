@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import { ObjectRepository, type ObjectStat } from '@agentenv/node';
+import { ObjectRepository, type ObjectStat } from '@agentenv/snapshot';
 
 /**
  * A snapshot repository held in memory: the real catalogue logic (records, aliases, claims,

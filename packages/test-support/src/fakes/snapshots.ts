@@ -1,4 +1,4 @@
-import { AliasTakenError, RepositoryUnavailableError, type Capture } from '@agentenv/node';
+import { AliasTakenError, RepositoryUnavailableError, type Capture } from '@agentenv/snapshot';
 import type { SnapshotCatalog, SnapshotInfo } from '@agentenv/node/server';
 import type { FakeDisk } from './disk.js';
 import { Faults } from './faults.js';

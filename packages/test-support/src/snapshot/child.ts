@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createRepository, SnapshotError, SnapshotStore, type RepositoryConfig } from '@agentenv/node';
+import { createRepository, SnapshotError, SnapshotStore, type RepositoryConfig } from '@agentenv/snapshot';
 import { writeCapture } from './helpers.js';
 
 interface Args {

@@ -5,7 +5,12 @@ import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll } from 'vitest';
-import { CAPTURE_FORMAT, writeCaptureMeta, type CaptureMeta, type RepositoryConfig } from '@agentenv/node';
+import {
+  CAPTURE_FORMAT,
+  writeCaptureMeta,
+  type CaptureMeta,
+  type RepositoryConfig,
+} from '@agentenv/snapshot';
 import { REPO_ROOT, sameSourceFlags, siblingScript } from '../paths.js';
 
 export { REPO_ROOT };

@@ -16,7 +16,7 @@ import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { SandboxEventLog } from '../../cluster/index.js';
 import type { Orchestrator, SandboxRecord, UsageSample } from '../../orchestrator/index.js';
-import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '../../snapshot/index.js';
+import type { RuntimeCache, SnapshotRecord, SnapshotStore } from '@agentenv/snapshot';
 import { EventStreams, notFound, parseMetadataQuery, type StreamLimits } from '@agentenv/common';
 import { PUBLIC_ROUTE } from '../auth.js';
 import { SandboxParams } from '../schemas.js';

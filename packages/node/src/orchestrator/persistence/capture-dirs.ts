@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { CAPTURE_META_FILE } from '../../runtime/index.js';
-import { newSandboxId } from '../../util/index.js';
+import { newSandboxId } from '@agentenv/common';
+import { CAPTURE_META_FILE } from '@agentenv/snapshot';
 import type { CaptureDirs, CaptureKind } from '../seams.js';
 
 /** Captures under `<root>/<sandboxId>/<kind>-<time>-<random>` (root: $AENV_HOME/captures). */

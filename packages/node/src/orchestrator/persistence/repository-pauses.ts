@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
-import { DomainError } from '@agentenv/common';
+import { DomainError, newSandboxId } from '@agentenv/common';
 import type { Capture } from '../../runtime/index.js';
-import type { RuntimeCache, SnapshotStore } from '../../snapshot/index.js';
-import { newSandboxId } from '../../util/index.js';
+import type { RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import type { PauseRepository, SealedPause, StoredPause } from '../seams.js';
 
 const KIND = 'pause';

@@ -1,6 +1,6 @@
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { CAPTURE_FORMAT, listCaptureFiles, writeCaptureMeta } from '../capture.js';
+import { CAPTURE_FORMAT, CaptureInvalidError, listCaptureFiles, writeCaptureMeta } from '@agentenv/snapshot';
 import type {
   Capture,
   CaptureMeta,
@@ -10,7 +10,7 @@ import type {
   SandboxHandle,
   SandboxVolume,
 } from '../driver.js';
-import { CaptureInvalidError, CheckpointError, InvalidRequestError } from '../errors.js';
+import { CheckpointError, InvalidRequestError } from '../errors.js';
 import { describeFailure, isConnectedStateError, type CommandResult } from './runsc.js';
 
 export type Compression = 'none' | 'flate';

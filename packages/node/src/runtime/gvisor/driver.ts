@@ -1,6 +1,6 @@
 import { mkdir, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture } from '../capture.js';
+import { CaptureInvalidError, readCapture } from '@agentenv/snapshot';
 import type {
   Capture,
   CheckpointOptions,
@@ -15,7 +15,6 @@ import type {
   StartRequest,
 } from '../driver.js';
 import {
-  CaptureInvalidError,
   CheckpointError,
   DriverUnavailableError,
   RuntimeOperationError,

@@ -2,11 +2,11 @@ import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { ENVD_PORT } from '@agentenv/protocol';
+import { readCapture } from '@agentenv/snapshot';
 import { envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../../envd/index.js';
 import { ImageBuildError, LayerStore } from '../../image/index.js';
 import {
   DEFAULT_RESOURCES,
-  readCapture,
   type Capture,
   type InitProcess,
   type ReadOnlyMount,

@@ -1,30 +1,24 @@
 import { describe, expect, it } from 'vitest';
-import { CAPTURE_FORMAT } from '../../src/runtime/capture.js';
-import { DEFAULT_CHUNKING } from '../../src/snapshot/chunker.js';
+import { CAPTURE_FORMAT } from '../../src/capture.js';
+import { DEFAULT_CHUNKING } from '../../src/chunker.js';
 import {
   RepositoryConfigError,
   SNAPSHOT_ERROR_KIND,
   SnapshotCorruptError,
   SnapshotInvalidError,
-} from '../../src/snapshot/errors.js';
-import { createRepository } from '../../src/snapshot/index.js';
-import {
-  encodeManifest,
-  MANIFEST_FORMAT,
-  parseManifest,
-  sha256,
-  type Manifest,
-} from '../../src/snapshot/manifest.js';
-import { checkS3Options, S3Repository } from '../../src/snapshot/s3-repository.js';
-import type { SnapshotRecord } from '../../src/snapshot/repository.js';
+} from '../../src/errors.js';
+import { createRepository } from '../../src/index.js';
+import { encodeManifest, MANIFEST_FORMAT, parseManifest, sha256, type Manifest } from '../../src/manifest.js';
+import { checkS3Options, S3Repository } from '../../src/s3-repository.js';
+import type { SnapshotRecord } from '../../src/repository.js';
 import {
   blobKey,
   checkAliasName,
   decodeAliasName,
   encodeAliasName,
   validateRecord,
-} from '../../src/snapshot/repository-keys.js';
-import { pageRecords } from '../../src/snapshot/repository-paging.js';
+} from '../../src/repository-keys.js';
+import { pageRecords } from '../../src/repository-paging.js';
 
 const H = sha256('x');
 

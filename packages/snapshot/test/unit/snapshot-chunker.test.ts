@@ -7,8 +7,8 @@ import {
   validateChunking,
   type ChunkMode,
   type ChunkingOptions,
-} from '../../src/snapshot/chunker.js';
-import { SnapshotInvalidError } from '../../src/snapshot/errors.js';
+} from '../../src/chunker.js';
+import { SnapshotInvalidError } from '../../src/errors.js';
 
 const O: ChunkingOptions = DEFAULT_CHUNKING;
 const PAGE = O.pageBytes;

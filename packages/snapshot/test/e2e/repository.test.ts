@@ -13,8 +13,8 @@ import {
   SnapshotInvalidError,
   type Repository,
   type SnapshotRecord,
-} from '../../src/snapshot/index.js';
-import { collect } from '../../src/snapshot/repository-objects.js';
+} from '../../src/index.js';
+import { collect } from '../../src/repository-objects.js';
 import { eventually } from '@agentenv/test-support';
 import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 
@@ -251,7 +251,7 @@ for (const b of backends) {
       const r4 = await b.make('many');
       await r4.open();
       const blobs = Array.from({ length: 1100 }, (_, i) => Buffer.from(`blob ${i}`));
-      const { forEachLimit } = await import('../../src/util/index.js');
+      const { forEachLimit } = await import('@agentenv/common');
       await forEachLimit(blobs, 16, async (x) => {
         await r4.putBlob(sha(x), x);
       });

@@ -51,3 +51,19 @@ export type { LeaseOptions } from './lease.js';
 export type { ChunkSource, ChunkSession, ChunkFetchObserver } from './chunk-source.js';
 export { EMPTY_SESSION } from './chunk-source.js';
 export { CachedChunks } from './cached-chunks.js';
+export type {
+  Capture,
+  CaptureMeta,
+  InitProcess,
+  ReadOnlyMount,
+  Resources,
+  SandboxVolume,
+} from './capture-meta.js';
+export {
+  readCapture,
+  parseCaptureMeta,
+  listCaptureFiles,
+  writeCaptureMeta,
+  CAPTURE_META_FILE,
+  CAPTURE_FORMAT,
+} from './capture.js';

@@ -38,7 +38,7 @@ import {
   validateRecord,
 } from './repository-keys.js';
 import { pageRecords } from './repository-paging.js';
-import { forEachLimit } from '../util/index.js';
+import { forEachLimit } from '@agentenv/common';
 
 /** A blob given as a stream is buffered; larger blobs must come as a file. */
 const MAX_STREAM_BLOB = 64 * 1024 * 1024;

@@ -12,7 +12,7 @@ import {
   SnapshotStore,
   type ChunkSession,
   type ChunkSource,
-} from '../../src/snapshot/index.js';
+} from '../../src/index.js';
 import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 
 const fx = fileFixtures();

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/snapshot/index.js';
+import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/index.js';
 import { eventually } from '@agentenv/test-support';
 import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 

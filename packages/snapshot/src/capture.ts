@@ -1,6 +1,6 @@
 import { readFile, readdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Capture, CaptureMeta } from './driver.js';
+import type { Capture, CaptureMeta } from './capture-meta.js';
 import { CaptureInvalidError } from './errors.js';
 
 /**

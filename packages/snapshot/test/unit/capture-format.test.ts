@@ -2,8 +2,8 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseCaptureMeta, readCapture, CAPTURE_FORMAT } from '../../src/runtime/capture.js';
-import { CaptureInvalidError } from '../../src/runtime/errors.js';
+import { parseCaptureMeta, readCapture, CAPTURE_FORMAT } from '../../src/capture.js';
+import { CaptureInvalidError } from '../../src/errors.js';
 
 const meta = {
   format: CAPTURE_FORMAT,

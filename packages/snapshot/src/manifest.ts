@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { parseCaptureMeta, type CaptureMeta } from '../runtime/index.js';
+import { parseCaptureMeta } from './capture.js';
+import type { CaptureMeta } from './capture-meta.js';
 import type { ChunkingOptions, ChunkMode } from './chunker.js';
 import { SnapshotCorruptError } from './errors.js';
 

@@ -1,4 +1,4 @@
-import { codedError, type DomainErrorKind } from '@agentenv/common';
+import { codedError, DomainError, type DomainErrorKind } from '@agentenv/common';
 
 export type SnapshotErrorCode =
   /** Bad repository settings (e.g. no region): a startup error. */
@@ -98,5 +98,22 @@ export class SnapshotInvalidError extends SnapshotError {
   override readonly name = 'SnapshotInvalidError';
   constructor(message: string, options?: { cause?: unknown }) {
     super('invalid', message, options);
+  }
+}
+
+/**
+ * A capture directory is missing, incomplete, corrupt or from another runtime build. It is the
+ * capture format's error, thrown by its readers and by a driver refusing a restore, so it is no
+ * SnapshotError: the store turns it into an invalid request when it is asked to store one.
+ */
+export class CaptureInvalidError extends DomainError {
+  override readonly name = 'CaptureInvalidError';
+  readonly code = 'capture_invalid';
+  constructor(
+    message: string,
+    /** Runtime output (stderr, logs) that explains the failure, for operators. */
+    readonly detail?: string,
+  ) {
+    super('runtime_failure', message);
   }
 }

@@ -12,8 +12,8 @@ import {
   SnapshotStore,
   Workspace,
   type Repository,
-} from '../../src/snapshot/index.js';
-import { blobKey } from '../../src/snapshot/repository-keys.js';
+} from '../../src/index.js';
+import { blobKey } from '../../src/repository-keys.js';
 import { eventually } from '@agentenv/test-support';
 import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 

@@ -1,7 +1,8 @@
 import { cp, mkdir, readdir, rename, rm, stat, utimes } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { readCapture, CAPTURE_META_FILE, type Capture } from '../runtime/index.js';
+import { readCapture, CAPTURE_META_FILE } from './capture.js';
+import type { Capture } from './capture-meta.js';
 import { CacheFullError, SnapshotError } from './errors.js';
 import { checkSnapshotId, isSnapshotId } from './repository-keys.js';
 import type { SnapshotStore } from './store.js';

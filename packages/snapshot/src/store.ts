@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readCapture, writeCaptureMeta, type Capture } from '../runtime/index.js';
-import { forEachLimit, newSandboxId } from '../util/index.js';
+import { readCapture, writeCaptureMeta } from './capture.js';
+import type { Capture } from './capture-meta.js';
+import { forEachLimit, newSandboxId } from '@agentenv/common';
 import {
   EMPTY_SESSION,
   type ChunkFetchObserver,
