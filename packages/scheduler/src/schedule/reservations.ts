@@ -246,18 +246,7 @@ export class Reservations {
     if (!p.sandboxId || p.sandboxId.length > 256) throw invalid('invalid sandbox_id: empty or too long');
     if (!(await this.store.getNode(p.nodeId))) throw notFound(`node ${p.nodeId} is not registered`);
     const b = (await this.store.getBindings([p.sandboxId])).get(p.sandboxId);
-    const { pauseLocalOnly: _l, lostReason: _r, ...rest }: Partial<Binding> = b ?? {};
-    const binding: Binding = {
-      templateId: '',
-      ...this.settings.defaultResources,
-      ...rest,
-      sandboxId: p.sandboxId,
-      nodeId: p.nodeId,
-      state: 'paused',
-      ...(p.stored ? {} : { pauseLocalOnly: true as const }),
-      source: 'assignment',
-      updatedMs: this.clock.now(),
-    };
+    const binding = this.reported(b, p, { state: 'paused', ...(p.stored ? {} : { pauseLocalOnly: true }) });
     await this.store.putBindings([binding], this.settings.bindingTtlMs);
     this.membership.rosters.recheck(p.nodeId, [p.sandboxId]);
   }
@@ -272,19 +261,31 @@ export class Reservations {
   async recordLoss(p: { nodeId: string; sandboxId: string; reason: string }): Promise<void> {
     const b = (await this.store.getBindings([p.sandboxId])).get(p.sandboxId);
     if (b && (b.nodeId !== p.nodeId || b.state === 'lost')) return;
-    const { pauseLocalOnly: _l, ...rest }: Partial<Binding> = b ?? {};
-    const binding: Binding = {
+    const binding = this.reported(b, p, { state: 'lost', lostReason: p.reason });
+    await this.store.putBindings([binding], this.settings.lostRetentionMs);
+  }
+
+  /**
+   * A binding written from what a gateway or node reported rather than from a roster: what was
+   * known of the sandbox (its template and resources, else the defaults), on `nodeId`, in `now`'s
+   * state, with the flags of its previous state dropped.
+   */
+  private reported(
+    b: Binding | undefined,
+    at: { sandboxId: string; nodeId: string },
+    now: Pick<Binding, 'state' | 'pauseLocalOnly' | 'lostReason'>,
+  ): Binding {
+    const { pauseLocalOnly: _l, lostReason: _r, ...rest }: Partial<Binding> = b ?? {};
+    return {
       templateId: '',
       ...this.settings.defaultResources,
       ...rest,
-      sandboxId: p.sandboxId,
-      nodeId: p.nodeId,
-      state: 'lost',
-      lostReason: p.reason,
+      sandboxId: at.sandboxId,
+      nodeId: at.nodeId,
+      ...now,
       source: 'assignment',
       updatedMs: this.clock.now(),
     };
-    await this.store.putBindings([binding], this.settings.lostRetentionMs);
   }
 
   /** Gives a reservation back (its start failed); unknown or expired ones are ignored. */
