@@ -33,7 +33,7 @@ export { logFormat, processLogger, type LogFormat, type LogTarget } from './log.
 export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } from './process-policy.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';
-export { PeerLookup, peerLookup, type ResolveAll } from './peer-lookup.js';
+export { peerLookup } from './peer-lookup.js';
 export { copyRawHeaders, forwardHeaders, type HeaderSource } from './forward-headers.js';
 export { holdUntilUpgraded, rawAnswerHead, spliceUpgrade, type HeldUpgrade } from './upgrade-relay.js';
 export {

@@ -77,10 +77,6 @@ class Inotify {
     this.closeIfIdle();
   }
 
-  get watches(): number {
-    return this.listeners.size;
-  }
-
   private closeIfIdle(): void {
     if (this.listeners.size > 0 || !this.handle) return;
     this.addon.close(this.handle);
