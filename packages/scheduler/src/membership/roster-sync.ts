@@ -71,7 +71,13 @@ export class RosterSync {
   /** @param continued whether the node's previous heartbeat, of the same boot, was heard recently */
   async sync(nodeId: string, roster: readonly RosterEntry[], now: number, continued: boolean): Promise<void> {
     const seen = this.seen.get(nodeId);
-    const full = !continued || !seen || now - seen.fullMs >= this.refreshAfterMs;
+    const back = this.store.reconnectedAtMs();
+    const full =
+      !continued ||
+      !seen ||
+      now - seen.fullMs >= this.refreshAfterMs ||
+      // What this process wrote before the store came back may not be in it any more.
+      (back !== undefined && back >= seen.fullMs);
     const changes = full
       ? await this.whole(nodeId, roster, now)
       : await this.delta(nodeId, roster, seen, now);

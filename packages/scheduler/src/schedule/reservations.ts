@@ -302,16 +302,32 @@ export class Reservations {
   async lookup(sandboxId: string): Promise<Located> {
     if (!sandboxId) throw invalid('invalid sandbox_id: required');
     const binding = (await this.store.getBindings([sandboxId])).get(sandboxId);
-    if (!binding) throw notFound(`sandbox ${sandboxId} is not known to the scheduler`);
+    if (!binding) throw this.unknown(`sandbox ${sandboxId} is not known to the scheduler`);
     await this.index.ready();
     const node = this.index.node(binding.nodeId) ?? (await this.store.getNode(binding.nodeId));
     if (!node)
-      throw notFound(`sandbox ${sandboxId} is bound to node ${binding.nodeId}, which is not registered`);
+      throw this.unknown(`sandbox ${sandboxId} is bound to node ${binding.nodeId}, which is not registered`);
     return {
       nodeId: node.nodeId,
       advertiseUrl: node.advertiseUrl,
       nodeStatus: this.membership.statusOf(node, this.index.drainOf(node.nodeId)),
       binding,
     };
+  }
+
+  /**
+   * 404 for what the store does not hold, but a retryable 503 while the nodes' rosters may still
+   * be writing back what a store that just came back lost (or never got: an assignment recorded
+   * while it was down), so a client never hears "not found" of a sandbox that exists.
+   */
+  private unknown(message: string): DomainError {
+    const back = this.store.reconnectedAtMs();
+    const sinceMs = back === undefined ? Infinity : this.clock.now() - back;
+    if (sinceMs >= REPORT_GRACE_INTERVALS * this.settings.heartbeatIntervalMs) return notFound(message);
+    return new DomainError(
+      'unavailable',
+      `${message} yet: its store came back ${Math.round(sinceMs)} ms ago and the nodes' rosters are still arriving; retry`,
+      1,
+    );
   }
 }

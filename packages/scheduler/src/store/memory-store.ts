@@ -209,6 +209,10 @@ export class MemoryStore implements SchedulerStore {
     return true;
   }
 
+  reconnectedAtMs(): undefined {
+    return undefined;
+  }
+
   async close(): Promise<void> {
     this.bus.removeAllListeners();
   }

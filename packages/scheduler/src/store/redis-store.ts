@@ -53,9 +53,12 @@ export class RedisStore implements SchedulerStore {
   private readonly p: string;
   private readonly retention: EventRetention;
   private readonly clock: Clock;
+  private backMs: number | undefined;
 
   private constructor(opts: RedisStoreOptions, redis: Redis) {
     this.redis = redis;
+    // Built once connected, so every 'ready' from now on is a reconnect.
+    redis.on('ready', () => (this.backMs = this.clock.now()));
     this.p = opts.prefix ?? 'aenv:sched:';
     this.clock = opts.clock;
     this.retention = opts.retention ?? DEFAULT_EVENT_RETENTION;
@@ -83,6 +86,10 @@ export class RedisStore implements SchedulerStore {
       throw new DomainError('unavailable', `cannot reach redis at ${opts.url}: ${(err as Error).message}`);
     }
     return new RedisStore(opts, redis);
+  }
+
+  reconnectedAtMs(): number | undefined {
+    return this.backMs;
   }
 
   private async run<T>(what: string, fn: () => Promise<T>): Promise<T> {

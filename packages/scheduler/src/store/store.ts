@@ -21,6 +21,13 @@ export interface SchedulerStore {
   /** Whether other scheduler replicas write to this store too. */
   readonly shared: boolean;
   /**
+   * When the store last came back after losing its connection (the scheduler's clock), undefined
+   * if it never lost it. What it holds then may be older than what was written to it (a Redis
+   * restarted from its append-only file lacks up to its last second, one without persistence
+   * everything), so rosters are read whole again and a sandbox it does not know is no answer yet.
+   */
+  reconnectedAtMs(): number | undefined;
+  /**
    * Writes a node and its roster; they, and the node's chunk keys, drain mark and binding index,
    * expire `ttlMs` after this write unless written again (heartbeats keep them).
    */

@@ -356,6 +356,30 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     }
   });
 
+  it('with Redis, a Redis that came back empty answers "retry", not "not found", until the rosters are back', async () => {
+    const s = await scheduler(PORTS.a, redis.url, 2000);
+    const [n1] = await nodes(s, ['n1']);
+    n1!.stop();
+    n1!.roster = [running('sbx-r')];
+    await n1!.beat();
+    const c = client(s);
+    expect((await c.lookupNode({ sandboxId: 'sbx-r' })).node?.nodeId).toBe('n1');
+    await redis.stop();
+    redis = await startRedis(REDIS_PORT);
+    // Reconnected, the store holds nothing of n1 (an assignment recorded while it was down would
+    // be missing the same way): the scheduler says it does not know yet, and to retry.
+    await eventually(async () => {
+      const err = await c.lookupNode({ sandboxId: 'sbx-r' }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code).toBe(Code.Unavailable);
+      expect(err?.rawMessage).toMatch(/rosters are still arriving/);
+    });
+    await n1!.beat();
+    expect((await c.lookupNode({ sandboxId: 'sbx-r' })).node?.nodeId).toBe('n1');
+  });
+
   it('with the memory store, a restarted scheduler routes sandboxes again after one heartbeat', async () => {
     const s = await scheduler(PORTS.a);
     const [n1] = await nodes(s, ['n1']);

@@ -67,6 +67,19 @@ describe('reservations', () => {
     await expect(placements.schedule(create())).resolves.toMatchObject({ nodeId: 'a' });
   });
 
+  it('answers a retryable unavailable, not not-found, for an unknown sandbox while a store that came back is refilled', async () => {
+    const s = settings();
+    const { placements, store, clock } = await cluster(['a'], s);
+    await expect(placements.lookup('sbx-x')).rejects.toMatchObject({ kind: 'not_found' });
+    const back = clock.now();
+    store.reconnectedAtMs = () => back;
+    await expect(placements.lookup('sbx-x')).rejects.toMatchObject({ kind: 'unavailable', retryAfter: 1 });
+    clock.advance(3 * s.heartbeatIntervalMs - 1);
+    await expect(placements.lookup('sbx-x')).rejects.toThrow(/store came back .* rosters are still arriving/);
+    clock.advance(1);
+    await expect(placements.lookup('sbx-x')).rejects.toMatchObject({ kind: 'not_found' });
+  });
+
   it('an assignment a roster already listed (sent during the start) ends its reservation at once', async () => {
     const { placements, membership } = await cluster(['a']);
     const held = [];

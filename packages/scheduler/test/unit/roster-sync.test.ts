@@ -63,6 +63,24 @@ describe('roster sync', () => {
     expect((await store.getBindings(['p'])).get('p')?.pauseLocalOnly).toBeUndefined();
   });
 
+  it('reads the roster whole again once the store came back, and writes back what it lost', async () => {
+    const { clock, store, sync, written, state } = setup();
+    await sync.sync('a', roster(3), clock.now(), false);
+    clock.advance(2000);
+    // A Redis restarted from its append-only file, without its last second of writes.
+    await store.deleteBindings(['s1'], 'a');
+    store.reconnectedAtMs = () => clock.now();
+    written.length = 0;
+    clock.advance(2000);
+    await sync.sync('a', roster(3), clock.now(), true);
+    expect(written).toEqual(['s1']);
+    expect(await state('s1')).toBe('running');
+    written.length = 0;
+    clock.advance(2000);
+    await sync.sync('a', roster(3), clock.now(), true);
+    expect(written).toEqual([]);
+  });
+
   it('drops an assignment the roster never lists once its grace is over', async () => {
     const { clock, store, s, sync, state } = setup();
     await sync.sync('a', roster(3), clock.now(), false);
