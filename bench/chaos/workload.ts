@@ -42,6 +42,8 @@ export interface ClientOptions {
 export function classify(err: unknown): 'retryable' | 'gone' | 'unexpected' {
   const e = err as { name?: string; message?: string; statusCode?: number; cause?: { code?: string } };
   const text = `${e.name ?? ''} ${e.message ?? ''} ${e.cause?.code ?? ''}`;
+  // A stream cut when its node went away (Connect `unavailable`): the sandbox may live on.
+  if (/the connection to (node|sandbox) \S+ was lost/i.test(text)) return 'retryable';
   if (/\b(410)\b|lost|node failure/i.test(text)) return 'gone';
   // The SDK's reading of a 502 for a sandbox whose node is away: until the cluster decides (the
   // node back, or the sandbox lost), that is worth another try.

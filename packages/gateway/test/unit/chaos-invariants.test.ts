@@ -106,6 +106,11 @@ describe('a chaos client’s reading of an error', () => {
     [Object.assign(new Error('fetch failed'), { cause: { code: 'ECONNREFUSED' } }), 'retryable'],
     [new Error('429: too many starts'), 'retryable'],
     [new Error('Sandbox is probably not running anymore'), 'retryable'],
+    [
+      new Error('[unavailable] the connection to node n0 was lost: This error is likely due to …'),
+      'retryable',
+    ],
+    [new Error('[unavailable] the connection to sandbox abc was lost'), 'retryable'],
     [new Error('410: sandbox lost (node failure)'), 'gone'],
     [new Error('404: sandbox not found'), 'gone'],
     [new Error('400: bad request'), 'unexpected'],
