@@ -19,7 +19,7 @@ import {
   SandboxWarmPool,
 } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
-import { VolumeStore } from './volumes/index.js';
+import { VolumeMounts, VolumeStore } from './volumes/index.js';
 import { openTemplates, prepareHost, type NodeHost, type NodeTemplates } from './wiring/index.js';
 
 const version = (
@@ -63,7 +63,13 @@ installProcessPolicy({
 });
 
 /** The orchestrator and what it reports through: metrics, the event log, the chunk exchange. */
-async function assembleNode(config: NodeConfig, host: NodeHost, t: NodeTemplates, logger: Logger) {
+async function assembleNode(
+  config: NodeConfig,
+  host: NodeHost,
+  t: NodeTemplates,
+  volumes: VolumeStore,
+  logger: Logger,
+) {
   const { driver, network } = host;
   const captures = new LocalCaptureDirs(path.join(config.homePath, 'captures'));
   const pool = new SandboxWarmPool({
@@ -116,6 +122,7 @@ async function assembleNode(config: NodeConfig, host: NodeHost, t: NodeTemplates
       event: () => {},
     }),
     pool,
+    volumes: new VolumeMounts(volumes),
     memory: { host: procMeminfo, totalBytes: totalmem() },
   });
   return { orchestrator, metrics, chunks, events, activity };
@@ -208,7 +215,8 @@ async function main(): Promise<void> {
   const { host, port } = parseListenAddress(config.apiAddr);
   const machine = await prepareHost(config, logger, undoStartup);
   const t = await openTemplates(config, machine, logger);
-  const node = await assembleNode(config, machine, t, logger);
+  const volumes = new VolumeStore(config.volumes.path);
+  const node = await assembleNode(config, machine, t, volumes, logger);
   const { orchestrator } = node;
   const usage = usageSampling(orchestrator, logger);
   const proxy = new SandboxProxy(orchestrator, logger);
@@ -229,7 +237,7 @@ async function main(): Promise<void> {
     usage: { history: usage.history, sampleNow: (id) => usage.sampler.sampleOne(id) },
     logger,
     version,
-    volumes: new VolumeStore(config.volumes.path),
+    volumes,
     dashboard: { activity: node.activity, store: t.snapshotStore, cache: t.snapshotCache },
   });
   await app.listen({ host, port });

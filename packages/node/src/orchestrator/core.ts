@@ -20,6 +20,7 @@ import type {
   SlotProvider,
   SnapshotCatalog,
   SourceResolver,
+  VolumeLocator,
 } from './seams.js';
 import { transitionFor, type Operation } from './states.js';
 import type { SandboxWarmPool } from './warm-pool.js';
@@ -38,6 +39,8 @@ export interface OrchestratorDeps {
   observer: LifecycleObserver;
   snapshots: SnapshotCatalog;
   pauses: PauseRepository;
+  /** A sandbox's volumes, for a start with its files only (a filesystem-only resume, a reboot). */
+  volumes: VolumeLocator;
   /** Restored sandboxes waiting for a create; absent or size 0 disables it. */
   pool?: SandboxWarmPool;
   /** Time for TTLs, timestamps and timers; the wall clock unless a test gives its own. */

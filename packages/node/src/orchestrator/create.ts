@@ -7,7 +7,6 @@ import type { SandboxHandle, SandboxVolume } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
 import { isoTime } from '../util/index.js';
 import type { Admission } from './admission.js';
-import { coldStartRefusal } from './cold-start.js';
 import type { Live, SandboxCore } from './core.js';
 import { SANDBOX_RECORD_VERSION, type SandboxRecord } from './record.js';
 import type { ResolvedTemplate, SandboxSource } from './seams.js';
@@ -40,11 +39,6 @@ export class Creator {
 
   /** Admitted before its source is resolved: resolving may pull an image or build `base`. */
   async create(input: CreateSandboxInput): Promise<SandboxRecord> {
-    const refusal =
-      input.autoPause &&
-      input.autoPauseMemory === false &&
-      coldStartRefusal(input, 'pause without its memory (autoPauseMemory=false)');
-    if (refusal) throw refusal;
     const resources = input.source.kind === 'image' ? { resources: input.source.resources } : {};
     return this.admission.run({ kind: 'create', ...resources }, async () => {
       const template = await this.core.d.sources.resolve(input.source);
@@ -242,7 +236,7 @@ export function initFor(
 }
 
 /** Each volume once beneath the sandbox's volume mount point, however many paths show it. */
-function sandboxVolumes(mounts: CreateSandboxInput['volumeMounts'] = []): SandboxVolume[] {
+export function sandboxVolumes(mounts: CreateSandboxInput['volumeMounts'] = []): SandboxVolume[] {
   const byName = new Map(mounts.map((m) => [m.name, { name: m.name, hostPath: m.hostPath }]));
   return [...byName.values()];
 }

@@ -8,7 +8,7 @@ import { TOOLS_SANDBOX_PATH } from '../envd/tools.js';
 import type { Capture, Resources } from '../runtime/index.js';
 import { isoTime } from '../util/index.js';
 import type { Live, SandboxCore } from './core.js';
-import { initFor } from './create.js';
+import { initFor, sandboxVolumes } from './create.js';
 import { filesSince, type SandboxRecord } from './record.js';
 
 /**
@@ -35,11 +35,24 @@ const PRUNED = ['/proc', '/sys', '/dev', '/run', TOOLS_SANDBOX_PATH, VOLUMES_SAN
 
 const prune = PRUNED.map((p) => `-path ${p}`).join(' -o ');
 
-/** Lists what changed since $SINCE (epoch seconds) and archives it into $SCRATCH. */
+/** A path as a find(1) pattern that matches only itself. */
+const literalPattern = (p: string) => p.replace(/[\\*?[\]]/g, '\\$&');
+
+/**
+ * Lists what changed since $SINCE (epoch seconds) and archives it into $SCRATCH; the paths in
+ * $KEEP_OUT (find patterns, one per line: the sandbox's volumes, which are not its files) are
+ * left out like the system's.
+ */
 export const CAPTURE_SCRIPT = `set -e
 rm -rf ${SCRATCH}; mkdir -p ${SCRATCH}; cd ${SCRATCH}
-find / \\( ${prune} \\) -prune -o -newerct "@$SINCE" -print0 > changed
-find / \\( ${prune} \\) -prune -o -newerct "@$SINCE" -type d -print0 > ${FS_FILES.dirs}
+set --
+while IFS= read -r p; do
+  if [ -n "$p" ]; then set -- "$@" -o -path "$p"; fi
+done <<EOF
+$KEEP_OUT
+EOF
+find / \\( ${prune} "$@" \\) -prune -o -newerct "@$SINCE" -print0 > changed
+find / \\( ${prune} "$@" \\) -prune -o -newerct "@$SINCE" -type d -print0 > ${FS_FILES.dirs}
 xargs -0 -r -I{} find {} -mindepth 1 -maxdepth 1 -print0 < ${FS_FILES.dirs} > ${FS_FILES.entries}
 # 1: a file changed while it was read; its newest content is what the sandbox had last.
 tar --null --no-recursion -T changed --numeric-owner --xattrs -cpf ${FS_FILES.layer} || [ $? -eq 1 ]`;
@@ -75,7 +88,9 @@ export async function captureFilesystem(core: SandboxCore, rec: SandboxRecord, l
   const token = rec.envdAccessToken;
   // One second early: ctime has a coarser clock than the start time on some file systems.
   const since = Math.floor(Date.parse(filesSince(rec)) / 1000) - 1;
-  const r = await run(envd, CAPTURE_SCRIPT, { SINCE: String(since) }, token);
+  // Mount paths hold no line breaks (checkMountPath), so one per line is unambiguous.
+  const keepOut = (rec.volumeMounts ?? []).map((m) => literalPattern(m.path)).join('\n');
+  const r = await run(envd, CAPTURE_SCRIPT, { SINCE: String(since), KEEP_OUT: keepOut }, token);
   if (r.code !== 0)
     throw new DomainError('internal', `filesystem capture failed (exit ${r.code}): ${r.stderr}`);
   const tmp = `${dir}.part`;
@@ -117,13 +132,16 @@ export async function restoreFilesystem(
 ): Promise<Live> {
   const { d } = core;
   const dir = typeof capture === 'string' ? capture : capture.dir;
+  // Before anything is taken: a volume destroyed meanwhile is the client's 400.
+  const binds = d.volumes.resolve(rec.volumeMounts ?? []);
   const template = await d.sources.resolve({ kind: 'template', name: rec.templateId });
   const slot = await d.slots.acquire(rec.egress);
   let handle;
   try {
+    const common = { resources, net: slot, volumes: sandboxVolumes(binds) };
     handle = template.capture
-      ? await d.driver.restore({ capture: template.capture, resources, net: slot })
-      : await d.driver.start({ ...template.boot, resources, net: slot });
+      ? await d.driver.restore({ capture: template.capture, ...common })
+      : await d.driver.start({ ...template.boot, ...common });
     // Before /init the fresh envd has no token yet.
     const envd = d.envd(slot.hostAddress, handle.envdPort);
     for (const f of Object.values(FS_FILES))
@@ -131,7 +149,7 @@ export async function restoreFilesystem(
     const r = await run(envd, RESTORE_SCRIPT, {});
     if (r.code !== 0)
       throw new DomainError('internal', `applying the filesystem failed (exit ${r.code}): ${r.stderr}`);
-    await envd.init(initFor(template, rec, core.clock.now()));
+    await envd.init(initFor(template, rec, core.clock.now(), binds));
     return { handle, slot };
   } catch (err) {
     if (handle) await d.driver.kill(handle).catch(() => undefined);

@@ -1,5 +1,4 @@
 import type { SandboxCore } from './core.js';
-import { coldStartRefusal } from './cold-start.js';
 import { captureFilesystem } from './fs-pause.js';
 import { refuseIfInUse } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
@@ -25,8 +24,6 @@ export class Pauser {
     kind: PauseKind = 'memory',
     untilStored = false,
   ): Promise<void> {
-    const refusal = kind === 'filesystem' && coldStartRefusal(this.core.get(id), 'pause without its memory');
-    if (refusal) throw refusal;
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
     const upload = this.uploads.start(id);

@@ -3,7 +3,6 @@ import type { Capture, Resources } from '../runtime/index.js';
 import type { Admission } from './admission.js';
 import type { EndTimeMode, Live, SandboxCore } from './core.js';
 import type { LifecycleReason } from './observer.js';
-import { coldStartRefusal } from './cold-start.js';
 import { PauseSealer } from './persistence/index.js';
 import { captureFilesystem, restoreFilesystem } from './fs-pause.js';
 import type { SandboxRecord } from './record.js';
@@ -39,9 +38,6 @@ export class Resumer {
   async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
     const { endTime = 'extend', reason = 'request', boot = 'restore' } = how;
     await this.takeOver(id);
-    const rec = this.core.d.store.get(id);
-    const refusal = boot === 'reboot' && rec?.state === 'paused' && coldStartRefusal(rec, 'be rebooted');
-    if (refusal) throw refusal;
     let resumed = false;
     await this.core.transition(
       id,

@@ -184,3 +184,11 @@ export interface HostMemory {
   /** Bytes the kernel can give to new sandboxes without swapping (MemAvailable). */
   availableBytes(): Promise<number>;
 }
+
+/** Where a sandbox's volumes are on this host, looked up by name again for each fresh start. */
+export interface VolumeLocator {
+  /** 400 for a volume that no longer exists or a path where none may be mounted. */
+  resolve(
+    mounts: readonly { name: string; path: string }[],
+  ): readonly { name: string; path: string; hostPath: string }[];
+}

@@ -39,7 +39,9 @@ export const displayPath = (segments: readonly string[]): string => '/' + segmen
 /** Throws 400 unless `p` is a place in a sandbox where a volume may be mounted. */
 export function checkMountPath(p: string): string {
   if (!p.startsWith('/')) throw invalid(`volume mount path ${JSON.stringify(p)} is not absolute`);
-  if (p.includes('\0')) throw invalid('volume mount path contains a NUL byte');
+  // A mount path is one line: a filesystem-only pause passes the paths to leave out one per line.
+  if ([...p].some((c) => c < ' ' || c === '\x7f'))
+    throw invalid('volume mount path contains a control character');
   if (p.split('/').includes('..')) throw invalid(`volume mount path ${JSON.stringify(p)} contains '..'`);
   const norm = path.posix.normalize(p).replace(/\/+$/, '');
   if (norm === '') throw invalid('a volume cannot be mounted at /');

@@ -7,7 +7,9 @@ import {
   VolumePathNotFoundError,
 } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, URL_BASE, useTestServer } from '@agentenv/test-support/server';
+import { eventually } from '@agentenv/test-support';
+import { api, SNAPSHOT_STORE, URL_BASE, useTestServer } from '@agentenv/test-support/server';
+import { PosixRepository } from '@agentenv/snapshot';
 
 // A 1 MiB quota, so the quota test stays small.
 useTestServer({ AENV_VOLUME_QUOTA_MB: '1' });
@@ -107,6 +109,46 @@ describe('volumes through the E2B SDK', () => {
       expect(await vol.readFile('/child.txt')).toBe('child\n');
     } finally {
       await Promise.all([sbx.kill(), ...kids.map((k) => k.kill())]);
+    }
+  });
+
+  it('come back after a filesystem-only pause and a reboot, without being stored as the sandbox’s files', async () => {
+    const vol = await newVolume('cold');
+    const sbx = await Sandbox.create({ volumeMounts: { '/home/user/v*l': vol }, timeoutMs: 300_000 });
+    const id = sbx.sandboxId;
+    const repo = new PosixRepository({ path: SNAPSHOT_STORE, create: false });
+    await repo.open();
+    try {
+      // 512 KiB that does not compress, in the volume: a layer that took it in would show it.
+      await sbx.commands.run(
+        "head -c 524288 /dev/urandom > '/home/user/v*l/noise' && echo mine > /home/user/own.txt",
+      );
+      await sbx.pause({ keepMemory: false });
+      const stored = await eventually(
+        async () => {
+          const r = (await repo.listRecords({ labels: { sandboxId: id, kind: 'pause' } }, { limit: 1 }))
+            .records[0];
+          expect(r).toBeDefined();
+          return r!.bytesTotal;
+        },
+        { timeoutMs: 120_000, intervalMs: 250 },
+      );
+      expect(stored).toBeLessThan(256 * 1024);
+      await vol.writeFile('/while-paused.txt', 'paused');
+      const show =
+        "cat /home/user/own.txt '/home/user/v*l/while-paused.txt'; echo; stat -c %s '/home/user/v*l/noise'";
+      const cold = await Sandbox.connect(id);
+      expect((await cold.commands.run(show)).stdout).toBe('mine\npaused\n524288\n');
+      await cold.commands.run("rm '/home/user/v*l/while-paused.txt'");
+      expect(await vol.exists('/while-paused.txt')).toBe(false);
+
+      await cold.pause();
+      await vol.writeFile('/while-paused.txt', 'rebooted');
+      const rebooted = await Sandbox.connect(id, { onResume: 'reboot' });
+      expect((await rebooted.commands.run(show)).stdout).toBe('mine\nrebooted\n524288\n');
+    } finally {
+      await repo.close();
+      await sbx.kill();
     }
   });
 

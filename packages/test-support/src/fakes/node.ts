@@ -164,6 +164,7 @@ export class FakeNode {
       snapshots: this.snapshots,
       pauses: this.pauses,
       pool: this.pool,
+      volumes: { resolve: (mounts) => mounts.map((m) => ({ ...m, hostPath: `/fake/volumes/${m.name}` })) },
       clock: this.clock,
       ...(opts.admission ? { admission: opts.admission } : {}),
       ...(opts.hostMemoryBytes ? { memory: { host: this.memory, totalBytes: opts.hostMemoryBytes } } : {}),
