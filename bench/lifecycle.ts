@@ -13,11 +13,11 @@
  * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
  * [--only fork|pause|pool]   (~6 min; `--only fork` measures the forks and their baseline alone,
  * ~1 min; `--only pause` the pauses, the pause window and their baseline, ~1 min; `--only pool`
- * creates with the pool off and from the pool, ~1 min)
+ * creates with the pool off, with a volume and from the pool, ~1 min)
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { Sandbox } from 'e2b';
+import { Sandbox, Volume } from 'e2b';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { inspectGvisorHost } from '@agentenv/node';
 import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
@@ -146,15 +146,28 @@ async function childAnswers(id: string): Promise<void> {
   }
 }
 
-async function createKill(): Promise<{ create: number[]; kill: number[] }> {
+async function createKill(
+  opts: Parameters<typeof Sandbox.create>[0] = {},
+): Promise<{ create: number[]; kill: number[] }> {
   const create: number[] = [];
   const kill: number[] = [];
   for (let i = 0; i < ITER; i++) {
     let s: Sandbox | undefined;
-    create.push(await timeMs(async () => (s = await Sandbox.create())));
+    create.push(await timeMs(async () => (s = await Sandbox.create(opts))));
     kill.push(await timeMs(() => s!.kill()));
   }
   return { create, kill };
+}
+
+/** Creates that mount a volume: the pool is skipped, the template's ready state restored. */
+async function volumeRow(poolOff: number[]): Promise<void> {
+  const vol = await Volume.create(`bench-${Date.now().toString(36)}`);
+  try {
+    const { create } = await createKill({ volumeMounts: { '/data': vol } });
+    rows.push({ name: 'create with a volume', node: create, base: poolOff, baseName: 'create, pool off' });
+  } finally {
+    await Volume.destroy(vol.volumeId);
+  }
 }
 
 async function pauseResume(): Promise<{ pause: number[]; resume: number[] }> {
@@ -334,7 +347,9 @@ async function main(): Promise<void> {
     return;
   }
   if (ONLY_POOL) {
-    rows.push({ name: 'create, pool off', node: (await createKill()).create });
+    const poolOff = (await createKill()).create;
+    rows.push({ name: 'create, pool off', node: poolOff });
+    await volumeRow(poolOff);
     await poolRow();
     report();
     return;
@@ -347,6 +362,7 @@ async function main(): Promise<void> {
     base: bare.restore,
     baseName: 'runsc restore → envd',
   });
+  await volumeRow(ck.create);
   await pauseRows(bare.checkpointStop, bare.restorePaused);
   rows.push({ name: 'kill', node: ck.kill, base: bare.delete, baseName: 'runsc delete --force' });
   const quiet = await snapshots(false);
