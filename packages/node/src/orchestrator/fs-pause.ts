@@ -141,6 +141,3 @@ export async function restoreFilesystem(
     template.release?.();
   }
 }
-
-/** Whether a capture holds a filesystem-only pause. */
-export const isFilesystemCapture = (c: Capture) => c.meta.settings.pause === FS_CAPTURE_SETTING;
