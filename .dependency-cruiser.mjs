@@ -1,6 +1,6 @@
 // The dependency rules `npm run lint` checks (dependency-cruiser): no import cycles anywhere in
 // packages/*/src, the node's layering as CONTRIBUTING.md states it, and the libraries beneath the
-// node (@agentenv/snapshot) never importing it.
+// node (@agentenv/snapshot, @agentenv/oci) never importing it.
 const node = '^packages/node/src/';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -15,9 +15,9 @@ export default {
     },
     {
       name: 'node-layers-below-orchestrator',
-      comment: 'runtime, image and network sit below the orchestrator: they never import it or the API.',
+      comment: 'runtime and network sit below the orchestrator: they never import it or the API.',
       severity: 'error',
-      from: { path: `${node}(runtime|image|network)/` },
+      from: { path: `${node}(runtime|network)/` },
       to: { path: `${node}(orchestrator|api)/` },
     },
     {
@@ -28,12 +28,12 @@ export default {
       to: { path: `${node}api/` },
     },
     {
-      name: 'snapshot-imports',
+      name: 'library-imports',
       comment:
-        'The snapshot library (@agentenv/snapshot) sits beneath the node: of the workspace it imports only @agentenv/common.',
+        'The libraries beneath the node (@agentenv/snapshot, @agentenv/oci): of the workspace each imports only itself and @agentenv/common.',
       severity: 'error',
-      from: { path: '^packages/snapshot/src/' },
-      to: { path: '^packages/', pathNot: '^packages/(snapshot|common)/' },
+      from: { path: '^packages/(snapshot|oci)/src/' },
+      to: { path: '^packages/', pathNot: '^packages/($1|common)/' },
     },
     {
       name: 'no-relative-import-across-packages',

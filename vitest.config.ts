@@ -58,8 +58,10 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'oci',
-          include: ['packages/node/test/oci/**/*.test.ts'],
-          // Real registries on 127.0.0.1 and overlay mounts; files run one after another.
+          // The image library's own files (real registries on 127.0.0.1, overlay and tmpfs
+          // mounts), and the node's file that mounts pulled layers and boots a gVisor sandbox on them.
+          include: ['packages/oci/test/e2e/**/*.test.ts', 'packages/node/test/oci/**/*.test.ts'],
+          // Files run one after another.
           fileParallelism: false,
           testTimeout: 120_000,
           hookTimeout: 300_000,

@@ -10,7 +10,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
-import { ImageStore, diskUsage } from '@agentenv/node';
+import { ImageStore, diskUsage } from '@agentenv/oci';
 import {
   baseLayer,
   imageBlobs,

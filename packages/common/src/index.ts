@@ -29,7 +29,7 @@ export {
   withoutSecrets,
   type BannerKey,
 } from './secrets.js';
-export { logFormat, processLogger, type LogFormat, type LogTarget } from './log.js';
+export { logFormat, processLogger, silentLog, type Log, type LogFormat, type LogTarget } from './log.js';
 export { installProcessPolicy, type PolicyLogger, type ProcessPolicyOptions } from './process-policy.js';
 export { createEdgeServer, tlsFiles, type TlsFiles } from './edge-server.js';
 export { routeRequest, type SandboxRoute } from './sandbox-route.js';

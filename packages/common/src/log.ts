@@ -54,3 +54,11 @@ export function processLogger(name: string, level: string, target: LogTarget = {
     return pino(logOptions(name, level), prettyLines(out, out === process.stdout && isColorSupported));
   return pino(logOptions(name, level), target.out ?? pino.destination(1));
 }
+
+/** The subset of a pino logger that progress reporting uses, so callers can pass pino or a stub. */
+export interface Log {
+  info(msg: string): void;
+  warn(msg: string): void;
+}
+
+export const silentLog: Log = { info: () => {}, warn: () => {} };

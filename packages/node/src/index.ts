@@ -4,7 +4,6 @@
  */
 export * from './runtime/index.js';
 export * from './network/index.js';
-export * from './image/index.js';
 export * from './envd/index.js';
 export * from './templates/index.js';
 export * from './util/index.js';

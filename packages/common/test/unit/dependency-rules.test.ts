@@ -66,10 +66,12 @@ describe('dependency rules', { timeout: 60_000 }, () => {
         'packages/node/src/orchestrator/index.ts': `import { start } from '../runtime/index.js';\nimport { put } from '@agentenv/snapshot';\nexport const create = [start, put];\n`,
         'packages/node/src/runtime/index.ts': `import { id } from '../util/index.js';\nimport { put } from '@agentenv/snapshot';\nexport const start = [id, put];\n`,
         'packages/node/src/util/index.ts': `export const id = 1;\n`,
+        'packages/node/src/templates/index.ts': `import { pull } from '@agentenv/oci';\nimport { start } from '../runtime/index.js';\nexport const boot = [pull, start];\n`,
         ...workspacePackage('snapshot', `import { c } from '@agentenv/common';\nexport const put = c;\n`),
+        ...workspacePackage('oci', `import { c } from '@agentenv/common';\nexport const pull = c;\n`),
         ...workspacePackage('common', `export const c = 1;\n`),
       },
-      ['snapshot', 'common'],
+      ['snapshot', 'oci', 'common'],
     );
     expect(found).toEqual([]);
   });
@@ -85,28 +87,36 @@ describe('dependency rules', { timeout: 60_000 }, () => {
   it('refuse a lower layer importing the orchestrator or the API, and the orchestrator the API', async () => {
     const found = await violations({
       'packages/node/src/runtime/index.ts': `import { o } from '../orchestrator/index.js';\nexport const r = o;\n`,
-      'packages/node/src/image/index.ts': `import { a } from '../api/index.js';\nexport const i = a;\n`,
+      'packages/node/src/network/index.ts': `import { a } from '../api/index.js';\nexport const n = a;\n`,
       'packages/node/src/orchestrator/index.ts': `import { a } from '../api/index.js';\nexport const o = a;\n`,
       'packages/node/src/api/index.ts': `export const a = 1;\n`,
     });
     expect(found).toEqual(
       expect.arrayContaining([
         'node-layers-below-orchestrator: packages/node/src/runtime/index.ts → packages/node/src/orchestrator/index.ts',
-        'node-layers-below-orchestrator: packages/node/src/image/index.ts → packages/node/src/api/index.ts',
+        'node-layers-below-orchestrator: packages/node/src/network/index.ts → packages/node/src/api/index.ts',
         'node-orchestrator-below-api: packages/node/src/orchestrator/index.ts → packages/node/src/api/index.ts',
       ]),
     );
   });
 
-  it('refuse the snapshot library importing the node', async () => {
+  it('refuse the libraries beneath the node importing it, or one another', async () => {
     const found = await violations(
       {
         ...workspacePackage('snapshot', `import { n } from '@agentenv/node';\nexport const s = n;\n`),
+        ...workspacePackage(
+          'oci',
+          `import { n } from '@agentenv/node';\nimport { s } from '@agentenv/snapshot';\nexport const o = [n, s];\n`,
+        ),
         ...workspacePackage('node', `export const n = 1;\n`),
       },
-      ['snapshot', 'node'],
+      ['snapshot', 'oci', 'node'],
     );
-    expect(found).toEqual(['snapshot-imports: packages/snapshot/src/index.ts → packages/node/src/index.ts']);
+    expect(found.sort()).toEqual([
+      'library-imports: packages/oci/src/index.ts → packages/node/src/index.ts',
+      'library-imports: packages/oci/src/index.ts → packages/snapshot/src/index.ts',
+      'library-imports: packages/snapshot/src/index.ts → packages/node/src/index.ts',
+    ]);
   });
 
   it('refuse a relative import into another package', async () => {

@@ -5,7 +5,7 @@ import { parse as parseToml } from 'smol-toml';
 import { Value } from 'typebox/value';
 import { DEFAULT_STREAM_LIMITS } from '@agentenv/common';
 import { schedulerUrls } from '@agentenv/scheduler';
-import { DEFAULT_UNPACK_LIMITS } from '../image/index.js';
+import { DEFAULT_UNPACK_LIMITS } from '@agentenv/oci';
 import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
 import { NodeConfigSchema, type NodeConfig } from './schema.js';
 

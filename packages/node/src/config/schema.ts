@@ -55,7 +55,7 @@ export const NodeConfigSchema = Type.Object({
       }),
     ),
   }),
-  /** What one image pull may unpack: a small blob can inflate to any size (see image/oci/limits.ts). */
+  /** What one image pull may unpack: a small blob can inflate to any size (see limits.ts in @agentenv/oci). */
   image: Type.Object({
     maxLayerMb: Type.Integer({ minimum: 1 }),
     maxLayerEntries: Type.Integer({ minimum: 1 }),

@@ -2,7 +2,7 @@ import { cp, readFile, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { ENVD_PORT } from '@agentenv/protocol';
-import { ImageBuildError, type LayerStore } from '../image/index.js';
+import { ImageBuildError, type LayerStore } from '@agentenv/oci';
 
 /** Where the tools bundle (envd and its private runtime) appears inside every sandbox, read-only. */
 export const TOOLS_SANDBOX_PATH = '/opt/aenv-tools';

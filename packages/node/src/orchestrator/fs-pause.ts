@@ -159,6 +159,3 @@ export async function restoreFilesystem(
     template.release?.();
   }
 }
-
-/** Whether a capture holds a filesystem-only pause. */
-export const isFilesystemCapture = (c: Capture) => c.meta.settings.pause === FS_CAPTURE_SETTING;

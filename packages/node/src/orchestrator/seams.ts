@@ -1,4 +1,4 @@
-import type { Credentials } from '../image/index.js';
+import type { Credentials } from '@agentenv/oci';
 import type { EgressRules, NetSlot } from '../network/index.js';
 import type { Capture, Resources, StartRequest } from '../runtime/index.js';
 import type { SandboxRecord } from './record.js';

@@ -1,9 +1,15 @@
 import { invalid } from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../envd/index.js';
-import { envRecord, type Credentials, type ImageStore, type PulledImage } from '../image/index.js';
+import {
+  envRecord,
+  imagePasswd,
+  userName,
+  type Credentials,
+  type ImageStore,
+  type PulledImage,
+} from '@agentenv/oci';
 import type { BootSpec, ResolvedTemplate } from '../orchestrator/index.js';
-import { imagePasswd, userName } from './image-users.js';
 import { ensureSandboxLayer } from './sandbox-layer.js';
 
 /** Sandbox defaults an image's config carries (envd /init). */

@@ -2,7 +2,7 @@ import { chmod, mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { VOLUMES_SANDBOX_PATH } from '@agentenv/protocol';
 import { TOOLS_SANDBOX_PATH } from '../envd/index.js';
-import type { LayerStore } from '../image/index.js';
+import type { LayerStore } from '@agentenv/oci';
 import { sha256Hex } from './base/index.js';
 
 export interface SandboxLayerOptions {

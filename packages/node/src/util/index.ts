@@ -7,6 +7,5 @@ export {
   type ProcessResult,
 } from './subprocess.js';
 export { ProcessSpawner } from './spawner/client.js';
-export { silentLog, type Log } from './log.js';
 export { FreshConnectionAgent, requestOnce, type FreshRequest, type SizedBody } from './fresh-connection.js';
 export { systemClock, isoTime, type Clock, type Timer } from './clock.js';

@@ -2,12 +2,13 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { NodeConfig } from '../config/index.js';
 import { defaultToolsDir, EnvdClient, envdVersion, type EnvdConnector } from '../envd/index.js';
-import { ImageStore } from '../image/index.js';
+import { ImageStore } from '@agentenv/oci';
 import type { SourceResolver } from '../orchestrator/index.js';
 import type { RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import { BaseTemplate, ColdImages, createSourceChain, RepositorySnapshotCatalog } from '../sources/index.js';
 import { BuildFiles, BuildRunner, BuiltTemplates, ImageBoot } from '../templates/index.js';
 import { Limiter } from '@agentenv/common';
+import { unmountBelow } from '../runtime/index.js';
 import type { NodeHost } from './host.js';
 import { openSnapshotRepository } from './snapshot-repository.js';
 
@@ -45,7 +46,7 @@ export async function openTemplates(
     imageBytes: limits.maxImageMb * 2 ** 20,
     imageEntries: limits.maxImageEntries,
   };
-  const images = new ImageBoot({ images: new ImageStore({ home, unpackLimits }), toolsDir });
+  const images = new ImageBoot({ images: new ImageStore({ home, unpackLimits, unmountBelow }), toolsDir });
   const envdVer = await envdVersion(toolsDir);
   const envd: EnvdConnector = (host, port) => new EnvdClient(host, port);
   const buildFiles = new BuildFiles(path.join(home, 'build-files'));

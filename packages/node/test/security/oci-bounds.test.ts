@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEFAULT_UNPACK_LIMITS, ImageStore, OciError, type UnpackLimits } from '../../src/image/oci/index.js';
+import { DEFAULT_UNPACK_LIMITS, ImageStore, OciError, type UnpackLimits } from '@agentenv/oci';
 import {
   ociImage,
   startFakeRegistry,

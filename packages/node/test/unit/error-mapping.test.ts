@@ -1,8 +1,8 @@
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { DomainError, STATUS, withContext, type DomainErrorKind } from '@agentenv/common';
+import { ImageBuildError, OCI_ERROR_KIND, OciError, type OciErrorCode } from '@agentenv/oci';
 import { errorBody, operatorDetail } from '../../src/api/errors.js';
-import { ImageBuildError, OCI_ERROR_KIND, OciError, type OciErrorCode } from '../../src/image/index.js';
 import { NETWORK_ERROR_KIND, NetworkError, type NetworkErrorCode } from '../../src/network/index.js';
 import { SandboxRecordError } from '../../src/orchestrator/record.js';
 import { sandboxNotFound } from '../../src/proxy/answers.js';

@@ -1,8 +1,4 @@
-import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { LayerStore } from '../../src/image/layer-store.js';
+import { describe, expect, it } from 'vitest';
 import {
   BASE_RECIPE,
   canonicalJson,
@@ -49,34 +45,5 @@ describe('mmdebstrapArgs', () => {
     const hooks = args.filter((a) => a.startsWith('--customize-hook=')).join('\n');
     expect(hooks).toContain('useradd --uid 1000 --create-home --home-dir /home/user --shell /bin/bash');
     expect(hooks).toContain('NOPASSWD:ALL');
-  });
-});
-
-describe('LayerStore', () => {
-  let root = '';
-  afterEach(async () => {
-    if (root) await rm(root, { recursive: true, force: true });
-  });
-
-  it('commits a layer atomically and never keeps a failed one', async () => {
-    root = await mkdtemp(join(tmpdir(), 'layers-'));
-    const store = new LayerStore(root);
-    await expect(
-      store.ensure('bad', {}, async (dir) => {
-        await writeFile(join(dir, 'half'), 'x');
-        throw new Error('boom');
-      }),
-    ).rejects.toThrow(/boom/);
-    expect(await readdir(root)).toEqual([]);
-    let builds = 0;
-    const fill = async (dir: string) => {
-      builds++;
-      await writeFile(join(dir, 'f'), 'ok');
-    };
-    const p = await store.ensure('good', { v: 1 }, fill);
-    expect((await stat(join(p, 'f'))).isFile()).toBe(true);
-    await store.ensure('good', { v: 1 }, fill);
-    expect(builds).toBe(1);
-    expect((await store.meta('good')).source).toEqual({ v: 1 });
   });
 });

@@ -114,11 +114,6 @@ export async function removeCgroups(layout: CgroupLayout, cgroupsPath: string): 
   return left;
 }
 
-export async function cgroupExists(layout: CgroupLayout, cgroupsPath: string): Promise<boolean> {
-  for (const dir of await cgroupDirs(layout, cgroupsPath)) if (await exists(dir)) return true;
-  return false;
-}
-
 /**
  * Freezes or thaws every process of a cgroup (v1 freezer, v2 cgroup.freeze) and waits until the
  * kernel reports the new state. A frozen sandbox uses no CPU at all, its memory stays as it was.

@@ -1,6 +1,7 @@
 import { access } from 'node:fs/promises';
-import { ImageBuildError } from '../../image/index.js';
-import { runProcess, type Log } from '../../util/index.js';
+import type { Log } from '@agentenv/common';
+import { ImageBuildError } from '@agentenv/oci';
+import { runProcess } from '../../util/index.js';
 import { mmdebstrapArgs, type RootfsRecipe } from './recipe.js';
 
 const MMDEBSTRAP = '/usr/bin/mmdebstrap';

@@ -1,10 +1,11 @@
 import { mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
+import { silentLog, type Log } from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { readCapture } from '@agentenv/snapshot';
 import { envdInitArgs, ensureToolsLayer, loadToolsBundle, TOOLS_SANDBOX_PATH } from '../../envd/index.js';
-import { ImageBuildError, LayerStore } from '../../image/index.js';
+import { ImageBuildError, LayerStore } from '@agentenv/oci';
 import {
   DEFAULT_RESOURCES,
   type Capture,
@@ -13,8 +14,8 @@ import {
   type Resources,
   type RuntimeDriver,
   type SandboxNet,
+  unmountBelow,
 } from '../../runtime/index.js';
-import { silentLog, type Log } from '../../util/index.js';
 import { BASE_RECIPE, readyStateKey, recipeHash, type RootfsRecipe } from './recipe.js';
 import { buildDebianRootfs } from './rootfs-build.js';
 
@@ -88,7 +89,7 @@ async function build(
 ): Promise<Template> {
   const log = opts.log ?? silentLog;
   const name = opts.name ?? 'base';
-  const layers = new LayerStore(join(opts.home, 'layers'));
+  const layers = new LayerStore(join(opts.home, 'layers'), { unmountBelow });
   const dir = join(opts.home, 'templates', key);
 
   const cached = await loadTemplate(dir);

@@ -6,7 +6,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import { invalid } from '@agentenv/common';
-import { archiveBudget, readTar, safeComponents } from '../../image/index.js';
+import { archiveBudget, readTar, safeComponents } from '@agentenv/oci';
 import type { SizedBody } from '../../util/index.js';
 
 /** One member of a COPY step's archive, placed at its destination in the sandbox. */

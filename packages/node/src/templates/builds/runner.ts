@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { initDefaults, type EnvdApi, type EnvdConnector } from '../../envd/index.js';
-import type { Credentials } from '../../image/index.js';
+import type { Credentials } from '@agentenv/oci';
 import type { NetworkManager } from '../../network/index.js';
 import type { SourceResolver } from '../../orchestrator/index.js';
 import type { Resources, RuntimeDriver, SandboxHandle } from '../../runtime/index.js';

@@ -2,7 +2,7 @@ import { posix } from 'node:path';
 import type { EnvdApi } from '../../envd/index.js';
 import type { BuildFiles } from './files.js';
 import type { BuildLog } from './log.js';
-import { userName } from '../image-users.js';
+import { userName } from '@agentenv/oci';
 
 /** One step of an E2B template build (`steps[]` of POST /v2/templates/{id}/builds/{buildID}). */
 export interface BuildStep {

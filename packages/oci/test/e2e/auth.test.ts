@@ -2,7 +2,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ImageStore, OciError } from '../../src/image/oci/index.js';
+import { ImageStore, OciError } from '../../src/index.js';
 import {
   BUSYBOX,
   baseLayer,

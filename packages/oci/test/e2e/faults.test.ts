@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ImageStore, OciError } from '../../src/image/oci/index.js';
+import { ImageStore, OciError } from '../../src/index.js';
 import {
   freePort,
   startFakeRegistry,

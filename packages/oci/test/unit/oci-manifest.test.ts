@@ -2,15 +2,15 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentialsFromAuthFile, defaultAuthFile, parseChallenges } from '../../src/image/oci/auth.js';
+import { credentialsFromAuthFile, defaultAuthFile, parseChallenges } from '../../src/auth.js';
 import {
   MediaType,
   parseConfig,
   parseManifest,
   selectPlatform,
   type ImageIndex,
-} from '../../src/image/oci/manifest.js';
-import { OciError } from '../../src/image/oci/errors.js';
+} from '../../src/manifest.js';
+import { OciError } from '../../src/errors.js';
 
 const d = (c: string) => `sha256:${c.repeat(64)}`;
 const json = (v: unknown) => Buffer.from(JSON.stringify(v));

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { layerStack } from '../../src/image/oci/pull.js';
+import { layerStack } from '../../src/pull.js';
 
 describe('layerStack', () => {
   it('keeps every layer, lowest first, when none is opaque at its root', () => {

@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import tar from 'tar-stream';
-import { blockKind, memberHeader, parsePax, type TarHeader } from '../../src/image/oci/tar-header.js';
-import { readTar } from '../../src/image/oci/tar.js';
-import { safeComponents } from '../../src/image/oci/unpack.js';
+import { blockKind, memberHeader, parsePax, type TarHeader } from '../../src/tar-header.js';
+import { readTar } from '../../src/tar.js';
+import { safeComponents } from '../../src/unpack.js';
 
 /** A raw 512-byte header with a correct checksum (GNU magic unless `ustar`). */
 function rawHeader(f: {

@@ -1,17 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { OciError } from '../../src/image/oci/errors.js';
+import { OciError } from '../../src/errors.js';
 import {
   formatReference,
   isLoopbackRegistry,
   parseReference,
   registryEndpoint,
-} from '../../src/image/oci/reference.js';
-import {
-  formatPlatform,
-  hostPlatform,
-  parsePlatform,
-  platformMatches,
-} from '../../src/image/oci/platform.js';
+} from '../../src/reference.js';
+import { formatPlatform, hostPlatform, parsePlatform, platformMatches } from '../../src/platform.js';
 
 const D = `sha256:${'a1'.repeat(32)}`;
 

@@ -5,9 +5,9 @@ import {
   realmRefusal,
   tokenRealm,
   tokenRequest,
-} from '../../src/image/oci/bearer-token.js';
-import { OciError } from '../../src/image/oci/errors.js';
-import { guardedLookup, send } from '../../src/image/oci/http.js';
+} from '../../src/bearer-token.js';
+import { OciError } from '../../src/errors.js';
+import { guardedLookup, send } from '../../src/http.js';
 
 const bearer = (params: Record<string, string>) => ({ scheme: 'bearer', params });
 const PULL = 'repository:app:pull';

@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { BlobFile, resumeHeaders, resumeStep, transferError } from '../../src/image/oci/blob-download.js';
-import { OciError } from '../../src/image/oci/errors.js';
-import { NetworkError } from '../../src/image/oci/http.js';
+import { BlobFile, resumeHeaders, resumeStep, transferError } from '../../src/blob-download.js';
+import { OciError } from '../../src/errors.js';
+import { NetworkError } from '../../src/http.js';
 
 const sha = (b: Buffer) => `sha256:${createHash('sha256').update(b).digest('hex')}`;
 

@@ -2,9 +2,9 @@ import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { LayerStore } from '../../src/image/layer-store.js';
-import { LayerCache } from '../../src/image/oci/cache.js';
-import { LayerCacheFullError } from '../../src/image/oci/errors.js';
+import { LayerStore } from '../../src/layer-store.js';
+import { LayerCache } from '../../src/cache.js';
+import { LayerCacheFullError } from '../../src/errors.js';
 
 let dir: string;
 let store: LayerStore;

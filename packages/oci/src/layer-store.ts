@@ -1,14 +1,24 @@
 import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { ImageBuildError } from './errors.js';
-import { unmountBelow } from '../runtime/index.js';
+import { ImageBuildError } from './build-error.js';
 
 /** What a committed layer records about itself (layer.json beside its rootfs/). */
 export interface LayerMeta {
   readonly id: string;
   readonly createdAt: string;
   readonly source: unknown;
+}
+
+export interface LayerStoreOptions {
+  /**
+   * Unmounts everything mounted at or below a directory, deepest first, and throws when something
+   * stays mounted. Build directories are passed through it before they are removed, so a builder
+   * that mounts inside its rootfs (a chroot's /proc, /sys, /dev) and was killed leaves nothing a
+   * recursive removal would reach into. Required where any builder of the store's directory mounts
+   * (the node's: its Debian root filesystem builder does); the image puller alone mounts nothing.
+   */
+  readonly unmountBelow?: (dir: string) => Promise<void>;
 }
 
 const TMP_PREFIX = '.tmp-';
@@ -29,7 +39,10 @@ export function pidAlive(pid: number): boolean {
  * temporary sibling (same filesystem) and renamed, so a crash or a failed build leaves no layer.
  */
 export class LayerStore {
-  constructor(readonly root: string) {}
+  constructor(
+    readonly root: string,
+    private readonly opts: LayerStoreOptions = {},
+  ) {}
 
   dir(id: string): string {
     return join(this.root, id);
@@ -76,7 +89,7 @@ export class LayerStore {
         cause: e,
       });
     } finally {
-      await removeBuildDir(tmp);
+      await this.removeBuildDir(tmp);
     }
     return this.rootfs(id);
   }
@@ -88,14 +101,14 @@ export class LayerStore {
       if (!name.startsWith(TMP_PREFIX)) continue;
       const pid = Number(/-(\d+)-[0-9a-f]+$/.exec(name)?.[1]);
       if (Number.isInteger(pid) && pid !== process.pid && !pidAlive(pid)) {
-        await removeBuildDir(join(this.root, name));
+        await this.removeBuildDir(join(this.root, name));
       }
     }
   }
-}
 
-/** A build directory, after whatever its builder mounted inside it (a chroot's /proc, …). */
-async function removeBuildDir(dir: string): Promise<void> {
-  await unmountBelow(dir);
-  await rm(dir, { recursive: true, force: true });
+  /** A build directory, after whatever its builder mounted inside it (a chroot's /proc, …). */
+  private async removeBuildDir(dir: string): Promise<void> {
+    await this.opts.unmountBelow?.(dir);
+    await rm(dir, { recursive: true, force: true });
+  }
 }

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OciError } from '../../src/image/oci/errors.js';
-import { unpackLayer } from '../../src/image/oci/unpack.js';
+import { OciError } from '../../src/errors.js';
+import { unpackLayer } from '../../src/unpack.js';
 import { sha256, tarOf, type TarItem } from '@agentenv/test-support/oci';
 
 const run = promisify(execFile);

@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ImageStore, LayerCacheFullError, OciError, type PullProgress } from '../../src/image/oci/index.js';
-import { diskUsage } from '../../src/image/oci/cache.js';
-import { mountLayers, unmountIfMounted } from '../../src/runtime/gvisor/mounts.js';
+import { ImageStore, LayerCacheFullError, OciError, type PullProgress } from '../../src/index.js';
+import { diskUsage } from '../../src/cache.js';
 import {
   BUSYBOX,
   baseLayer,
@@ -192,42 +191,6 @@ describe('pull from a real registry (docker-registry on 127.0.0.1)', () => {
     expect(await readdir(join(l2, 'opq'))).toEqual(['upper.txt']);
   });
 
-  it('composes the layers with mountLayers: deletions, opaque dir, re-created paths, links', async () => {
-    const img = await new ImageStore({ home: await freshHome() }).pull(`${reg.host}/test/busybox:1`);
-    const mnt = join(work, 'mnt-compose');
-    await mkdir(mnt, { recursive: true });
-    await mountLayers(img.layers, mnt);
-    try {
-      const ls = async (p: string) => (await readdir(join(mnt, p))).sort();
-      expect(await readFile(join(mnt, 'etc/hello'), 'utf8')).toBe('hello from layer 2\n');
-      expect(await ls('etc')).toEqual(['group', 'hello', 'passwd']);
-      expect(await ls('data')).toEqual(['kept.txt', 'old']);
-      expect(await ls('data/old')).toEqual(['new.txt']);
-      expect(await ls('opq')).toEqual(['upper.txt']);
-      const tool = await lstat(join(mnt, 'usr/bin/tool'));
-      expect(tool.mode & 0o7777).toBe(0o4755);
-      expect(tool.nlink).toBe(2);
-      expect((await lstat(join(mnt, 'usr/bin/tool-link'))).ino).toBe(tool.ino);
-      const { stdout: xattr } = await run('getfattr', [
-        '--absolute-names',
-        '-n',
-        'user.test',
-        join(mnt, 'usr/bin/cap'),
-      ]);
-      expect(xattr).toContain('user.test="value-1"');
-      // the composed root runs: busybox from layer 1 reads files from layers 2 and 3
-      const { stdout } = await run('chroot', [
-        mnt,
-        '/bin/sh',
-        '-c',
-        'cat /etc/hello /data/old/new.txt; ls /opq',
-      ]);
-      expect(stdout).toBe('hello from layer 2\nrecreated after the whiteout\nupper.txt\n');
-    } finally {
-      await unmountIfMounted(mnt);
-    }
-  });
-
   it('selects the platform from an image index, and names the available ones when none fits', async () => {
     const store = new ImageStore({ home: await freshHome() });
     const amd = await store.pull(`${reg.host}/test/multi:1`);
@@ -315,7 +278,7 @@ describe('pull from a real registry (docker-registry on 127.0.0.1)', () => {
           big.layers[0]!.digest.slice(7),
         );
       } finally {
-        await unmountIfMounted(home);
+        await run('umount', ['--lazy', home]);
       }
     }
   });

@@ -5,10 +5,10 @@ import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import tar from 'tar-stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OciError } from '../../src/image/oci/errors.js';
-import { DEFAULT_UNPACK_LIMITS, ImageBudget, type UnpackLimits } from '../../src/image/oci/limits.js';
-import { readTar } from '../../src/image/oci/tar.js';
-import { unpackLayer } from '../../src/image/oci/unpack.js';
+import { OciError } from '../../src/errors.js';
+import { DEFAULT_UNPACK_LIMITS, ImageBudget, type UnpackLimits } from '../../src/limits.js';
+import { readTar } from '../../src/tar.js';
+import { unpackLayer } from '../../src/unpack.js';
 
 const MiB = 2 ** 20;
 const limits = (o: Partial<UnpackLimits>): UnpackLimits => ({ ...DEFAULT_UNPACK_LIMITS, ...o });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { LayerStore } from '../layer-store.js';
+import type { LayerStore } from './layer-store.js';
 import type { LayerCache } from './cache.js';
 import type { ImageBudget } from './limits.js';
 import type { Descriptor } from './manifest.js';

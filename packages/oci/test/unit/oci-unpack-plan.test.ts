@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { OciError } from '../../src/image/oci/errors.js';
-import type { TarHeader } from '../../src/image/oci/tar-header.js';
-import {
-  LayerPlanner,
-  OVERLAY_OPAQUE_XATTR,
-  safeComponents,
-  type Step,
-} from '../../src/image/oci/unpack-plan.js';
+import { OciError } from '../../src/errors.js';
+import type { TarHeader } from '../../src/tar-header.js';
+import { LayerPlanner, OVERLAY_OPAQUE_XATTR, safeComponents, type Step } from '../../src/unpack-plan.js';
 
 /** A tar header with defaults: a root-owned 0644 file of 10 bytes. */
 function entry(path: string, over: Partial<TarHeader> = {}): TarHeader {

@@ -1,9 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LayerStore, pidAlive } from '../layer-store.js';
-import { forEachLimit } from '@agentenv/common';
-import { silentLog, type Log } from '../../util/index.js';
+import { LayerStore, pidAlive, type LayerStoreOptions } from './layer-store.js';
+import { forEachLimit, silentLog, type Log } from '@agentenv/common';
 import { credentialsFromAuthFile, defaultAuthFile, type Credentials } from './auth.js';
 import { LayerCache, OCI_LAYER_PREFIX } from './cache.js';
 import { errnoIn, OciError } from './errors.js';
@@ -39,6 +38,8 @@ export interface ImageStoreOptions {
   /** Keep compressed blobs after unpacking (default false: only the unpacked layer is kept). */
   readonly keepBlobs?: boolean;
   readonly log?: Log;
+  /** Given to the layer store, whose directory the node's own builders share (LayerStoreOptions). */
+  readonly unmountBelow?: LayerStoreOptions['unmountBelow'];
 }
 
 export interface PullProgress {
@@ -118,7 +119,7 @@ export class ImageStore {
   private readonly log: Log;
 
   constructor(private readonly opts: ImageStoreOptions) {
-    this.layers = new LayerStore(join(opts.home, 'layers'));
+    this.layers = new LayerStore(join(opts.home, 'layers'), { unmountBelow: opts.unmountBelow });
     this.cache = new LayerCache(
       this.layers,
       join(opts.home, 'images', 'layer-cache.json'),

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { LayerCacheFullError } from './errors.js';
-import type { LayerStore } from '../layer-store.js';
+import type { LayerStore } from './layer-store.js';
 
 /** One cached layer: its directory in the LayerStore, its disk use, when it was last used. */
 export interface CacheEntry {
