@@ -61,7 +61,8 @@ describe('mount paths', () => {
     refused(() => checkMountPath('data'), 'not absolute');
     refused(() => checkMountPath('/'), 'mounted at /');
     refused(() => checkMountPath('/a/../proc'), "'..'");
-    for (const p of ['/a\nb', '/a\rb', '/a\tb', '/a\0b']) refused(() => checkMountPath(p), 'control character');
+    for (const p of ['/a\nb', '/a\rb', '/a\tb', '/a\0b'])
+      refused(() => checkMountPath(p), 'control character');
     for (const p of ['/proc', '/proc/self', '/sys/fs', '/dev', '/dev/shm', '/opt/aenv-tools/bin'])
       refused(() => checkMountPath(p), 'is under');
   });
