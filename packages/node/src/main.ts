@@ -167,6 +167,7 @@ function clusterMembership(
     repository: t.snapshotStore,
     events: node.events,
     stages: (listener) => node.activity.subscribe((s) => s.ok && listener(s.stage)),
+    fence: (id) => node.orchestrator.kill(id, 'fenced'),
     logger,
     p2p: node.chunks.advertisement,
   });

@@ -26,6 +26,11 @@ export interface ClusterAgentDeps {
   events: SandboxEventLog;
   /** The orchestrator's finished stages, as they finish; returns how to stop listening. */
   stages?: (listener: (stage: string) => void) => () => void;
+  /**
+   * Stops a sandbox the cluster declared lost while this node was silent (its clients were told
+   * it is gone), so that it never runs again.
+   */
+  fence: (sandboxId: string) => Promise<void>;
   logger: Logger;
   /** Until the scheduler names its own interval. */
   intervalMs?: number;
@@ -64,6 +69,8 @@ export class ClusterAgent {
   private beating: Promise<void> | undefined;
   private readonly pending: MessageInitShape<typeof SandboxEventSchema>[] = [];
   private dropped = 0;
+  /** Sandboxes being stopped because the scheduler fenced them. */
+  private readonly fencing = new Set<string>();
   private flushing: Promise<void> | undefined;
   private readonly offEvents: () => void;
   private readonly hostNow: Latest<HostStats>;
@@ -150,6 +157,7 @@ export class ClusterAgent {
       });
       const res = await this.d.client.heartbeat(req, { timeoutMs: 5000 });
       if (res.intervalMs >= 100) this.intervalMs = res.intervalMs;
+      for (const id of res.fencedSandboxIds) this.fence(id);
       // A drain holds for this boot: said in every heartbeat, it outlives a scheduler store that lost it.
       if (res.status === NodeStatus.DRAINING && !this.draining) {
         this.draining = true;
@@ -166,6 +174,20 @@ export class ClusterAgent {
         this.d.logger.warn({ kind: e.kind, err: e.message }, 'heartbeat to the scheduler failed');
       this.lastError = e.message;
     }
+  }
+
+  /** Stops a fenced sandbox once, however many heartbeats name it meanwhile. */
+  private fence(sandboxId: string): void {
+    if (this.fencing.has(sandboxId)) return;
+    this.fencing.add(sandboxId);
+    this.d.logger.warn(
+      { sandboxId },
+      'the cluster declared this sandbox lost while the node was silent: stopping it',
+    );
+    void this.d
+      .fence(sandboxId)
+      .catch((err: unknown) => this.d.logger.warn({ sandboxId, err }, 'stopping a fenced sandbox failed'))
+      .finally(() => this.fencing.delete(sandboxId));
   }
 
   private queue(e: SandboxEvent): void {

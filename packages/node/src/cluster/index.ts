@@ -24,6 +24,8 @@ export interface ClusterJoinOptions {
   events: SandboxEventLog;
   /** The orchestrator's finished stages (see ClusterAgentDeps). */
   stages?: (listener: (stage: string) => void) => () => void;
+  /** Stops a sandbox the cluster declared lost (see ClusterAgentDeps). */
+  fence: (sandboxId: string) => Promise<void>;
   logger: Logger;
   /** With P2P on: the endpoint and chunks to advertise. */
   p2p?: {
@@ -56,6 +58,7 @@ export function clusterAgent(o: ClusterJoinOptions): ClusterAgent {
     }),
     events: o.events,
     ...(o.stages && { stages: o.stages }),
+    fence: o.fence,
     logger: o.logger.child({ component: 'cluster' }),
   });
 }

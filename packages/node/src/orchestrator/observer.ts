@@ -26,7 +26,9 @@ export type LifecycleReason =
   /** The node restarted after a crash. */
   | 'node_restart'
   /** Host memory ran short and it was idle (paused), or a request reached it paused so (resumed). */
-  | 'memory_pressure';
+  | 'memory_pressure'
+  /** The cluster declared it lost while this node was silent, and told the node to stop it. */
+  | 'fenced';
 
 export interface LifecycleEvent {
   readonly type: LifecycleEventType;

@@ -6,8 +6,14 @@ import { eventually } from '@agentenv/test-support';
 import { ClusterAgent } from '../../src/cluster/agent.js';
 import { SandboxEventLog } from '../../src/cluster/sandbox-events.js';
 
-function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered = async () => {}) {
+function agentWithCountingClient(
+  answer: NodeStatus = NodeStatus.READY,
+  answered = async () => {},
+  fenced: string[] = [],
+) {
   const sent: string[][] = [];
+  const stopped: string[] = [];
+  let stopping = Promise.resolve();
   const statuses: (NodeStatus | undefined)[] = [];
   let keys = ['template/base'];
   const client = {
@@ -15,7 +21,7 @@ function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered
       sent.push([...(req.cacheKeys ?? [])]);
       statuses.push(req.status);
       await answered();
-      return { intervalMs: 60_000, status: answer };
+      return { intervalMs: 60_000, status: answer, fencedSandboxIds: fenced };
     },
     reportSandboxEvent: async () => ({}),
     unregisterNode: async () => ({}),
@@ -34,14 +40,59 @@ function agentWithCountingClient(answer: NodeStatus = NodeStatus.READY, answered
       stageListeners.add(l);
       return () => stageListeners.delete(l);
     },
+    fence: async (id) => {
+      stopped.push(id);
+      await stopping;
+    },
     logger: pino({ level: 'silent' }),
     intervalMs: 60_000,
   });
   const stageDone = (stage: string) => stageListeners.forEach((l) => l(stage));
-  return { agent, events, sent, statuses, stageDone, stageListeners, setKeys: (k: string[]) => (keys = k) };
+  return {
+    agent,
+    events,
+    sent,
+    statuses,
+    stageDone,
+    stageListeners,
+    stopped,
+    setKeys: (k: string[]) => (keys = k),
+    holdStops: (p: Promise<void>) => (stopping = p),
+  };
 }
 
 describe('cluster agent', () => {
+  it('stops each sandbox the scheduler fenced, once while it is being stopped', async () => {
+    const fenced = ['lost-1', 'lost-2'];
+    const { agent, events, sent, stopped, holdStops } = agentWithCountingClient(
+      NodeStatus.READY,
+      async () => {},
+      fenced,
+    );
+    let release = () => {};
+    holdStops(new Promise<void>((r) => (release = r)));
+    // A snapshot makes the agent heartbeat at once.
+    const beatNow = () =>
+      events.observer.event({ type: 'snapshot', sandboxId: 'sb1', reason: 'request', at: Date.now() });
+    agent.start();
+    try {
+      await eventually(() => expect(stopped).toEqual(fenced));
+      // The next heartbeat names them again while they are being stopped: no second stop.
+      beatNow();
+      await eventually(() => expect(sent.length).toBeGreaterThanOrEqual(2));
+      expect(stopped).toEqual(fenced);
+      release();
+      await eventually(() => {
+        beatNow();
+        // Once stopped, a sandbox the roster still listed is stopped again when named again.
+        expect(stopped.slice(0, 4)).toEqual([...fenced, ...fenced]);
+      });
+    } finally {
+      release();
+      await agent.stop();
+    }
+  });
+
   it('heartbeats at once after a snapshot, with the new cache key, not one interval later', async () => {
     const { agent, events, sent, setKeys } = agentWithCountingClient();
     agent.start();

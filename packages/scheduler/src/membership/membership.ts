@@ -52,6 +52,13 @@ const MAX_KEY_LENGTH = 256;
 /** Names of one announced snapshot (a node's API gives a snapshot at most one when it is taken). */
 const MAX_SNAPSHOT_NAMES = 16;
 
+/** The scheduler's answer to a heartbeat. */
+export interface HeartbeatOutcome {
+  status: NodeStatus;
+  /** Sandboxes the node listed that were declared lost: it stops them. */
+  fenced: string[];
+}
+
 /**
  * Nodes join by heartbeating and are known from then on. A heartbeat replaces the node's record
  * and roster and brings the sandbox bindings in line with the roster.
@@ -115,7 +122,7 @@ export class Membership {
    * one says all it said): under load, when a node re-sends after its call timed out, the work per
    * node stays one report instead of a queue that grows faster than the store drains it.
    */
-  async heartbeat(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
+  async heartbeat(hb: HeartbeatInput): Promise<HeartbeatOutcome> {
     checkHeartbeat(hb);
     if (this.expected.size > 0 && !this.expected.has(hb.nodeId))
       throw new DomainError(
@@ -138,13 +145,13 @@ export class Membership {
   }
 
   /** The answer to a heartbeat a newer one superseded: the node's status as stored. */
-  private async statusNow(nodeId: string): Promise<{ status: NodeStatus }> {
+  private async statusNow(nodeId: string): Promise<HeartbeatOutcome> {
     await this.index.ready();
     const node = this.index.node(nodeId);
-    return { status: node ? this.statusOf(node, this.index.drainOf(nodeId)) : 'connecting' };
+    return { status: node ? this.statusOf(node, this.index.drainOf(nodeId)) : 'connecting', fenced: [] };
   }
 
-  private async apply(hb: HeartbeatInput): Promise<{ status: NodeStatus }> {
+  private async apply(hb: HeartbeatInput): Promise<HeartbeatOutcome> {
     const now = this.clock.now();
     const chunkKeys = hb.chunkKeys.slice(0, MAX_CHUNK_KEYS);
     const record: NodeRecord = {
@@ -167,7 +174,7 @@ export class Membership {
       previous.lastHeartbeatMs !== undefined &&
       now - previous.lastHeartbeatMs <= MISSED_INTERVALS * this.settings.heartbeatIntervalMs &&
       this.rosters.heardLastHere(hb.nodeId, previous.lastHeartbeatMs);
-    await Promise.all([
+    const [fenced] = await Promise.all([
       this.rosters.sync(hb.nodeId, hb.roster, now, continued),
       previous?.chunkDigest !== record.chunkDigest
         ? this.store.putChunkKeys(hb.nodeId, chunkKeys, this.retentionMs)
@@ -184,7 +191,7 @@ export class Membership {
       this.endAnnounced(hb.nodeId, hb.cacheKeys),
       this.keepDrain(hb, drainedBootId),
     ]);
-    return { status: this.statusOf(heard, drainedBootId, heard.lastHeartbeatMs) };
+    return { status: this.statusOf(heard, drainedBootId, heard.lastHeartbeatMs), fenced };
   }
 
   /**

@@ -68,8 +68,16 @@ export class RosterSync {
     if (seen) for (const id of sandboxIds) seen.entries.set(id, '');
   }
 
-  /** @param continued whether the node's previous heartbeat, of the same boot, was heard recently */
-  async sync(nodeId: string, roster: readonly RosterEntry[], now: number, continued: boolean): Promise<void> {
+  /**
+   * @param continued whether the node's previous heartbeat, of the same boot, was heard recently
+   * @returns the listed sandboxes the node is to stop (see reconcileRoster)
+   */
+  async sync(
+    nodeId: string,
+    roster: readonly RosterEntry[],
+    now: number,
+    continued: boolean,
+  ): Promise<string[]> {
     const seen = this.seen.get(nodeId);
     const back = this.store.reconnectedAtMs();
     const full =
@@ -92,7 +100,10 @@ export class RosterSync {
       for (const id of ids) if (full || listed.has(id) || changes.remove.includes(id)) ids.delete(id);
       if (ids.size === 0) this.assigned.delete(nodeId);
     }
+    // Looked at again with every roster that still lists them, until the node has stopped them.
+    for (const id of changes.fenced) listed.set(id, '');
     this.seen.set(nodeId, { entries: listed, fullMs: full ? now : seen!.fullMs });
+    return changes.fenced;
   }
 
   private get refreshAfterMs(): number {
@@ -132,7 +143,7 @@ export class RosterSync {
     const gone = [...seen.entries.keys()].filter((id) => !listed.has(id));
     const assigned = [...(this.assigned.get(nodeId) ?? [])].filter((id) => !listed.has(id));
     const ids = [...changed.map((e) => e.sandboxId), ...new Set([...gone, ...assigned])];
-    if (ids.length === 0) return { put: [], remove: [] };
+    if (ids.length === 0) return { put: [], remove: [], fenced: [] };
     const current: Map<string, Binding> = await this.store.getBindings(ids);
     return reconcileRoster(nodeId, changed, current, this.timing(now));
   }

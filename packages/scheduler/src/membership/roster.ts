@@ -14,6 +14,8 @@ export interface RosterTiming {
 export interface RosterChanges {
   put: Binding[];
   remove: string[];
+  /** Listed sandboxes the cluster declared lost: they stay lost, and the node is to stop them. */
+  fenced: string[];
 }
 
 /** States in which a sandbox is not using its node (its state is in the shared repository). */
@@ -22,10 +24,11 @@ const atRest = (b: Binding) => b.state === 'paused' || b.state === 'lost';
 /**
  * Bindings to write and drop after a node's heartbeat, given the bindings now stored for the
  * roster's sandboxes and for those bound to the node. The roster is the source of truth for the
- * node's own sandboxes, with one exception: a paused entry does not take a sandbox back from
- * another node that runs it (the sandbox was resumed there and this node has not noticed yet),
- * and sandboxes reported lost stay so until their binding expires; and a pause the gateway just
- * recorded is not undone by a roster that may predate it.
+ * node's own sandboxes, with these exceptions: a paused entry does not take a sandbox back from
+ * another node that runs it (the sandbox was resumed there and this node has not noticed yet);
+ * sandboxes declared lost stay so until their binding expires, even when the node comes back
+ * listing them (clients were told they are gone: they are fenced, and the node stops them); and a
+ * pause the gateway just recorded is not undone by a roster that may predate it.
  */
 export function reconcileRoster(
   nodeId: string,
@@ -34,10 +37,15 @@ export function reconcileRoster(
   t: RosterTiming,
 ): RosterChanges {
   const put: Binding[] = [];
+  const fenced: string[] = [];
   const listed = new Set<string>();
   for (const e of roster) {
     listed.add(e.sandboxId);
     const b = current.get(e.sandboxId);
+    if (b?.state === 'lost' && b.nodeId === nodeId) {
+      fenced.push(e.sandboxId);
+      continue;
+    }
     if (b && b.nodeId !== nodeId && !atRest(b) && e.state === 'paused') continue;
     // (A paused entry with the pause the binding names already is older than the recorded one.)
     if (b && recordedPause(b, nodeId, t) && (e.state !== 'paused' || e.pauseId === b.pauseId)) continue;
@@ -63,7 +71,7 @@ export function reconcileRoster(
     if (b.state === 'lost') continue;
     remove.push(b.sandboxId);
   }
-  return { put, remove };
+  return { put, remove, fenced };
 }
 
 /**

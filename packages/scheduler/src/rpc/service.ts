@@ -80,11 +80,12 @@ export function schedulerService(d: ServiceDeps): ServiceImpl<typeof pb.Schedule
     heartbeat: mapped(async (req) => {
       try {
         const input = heartbeatIn(req);
-        const { status } = await d.membership.heartbeat(input);
+        const { status, fenced } = await d.membership.heartbeat(input);
         d.onHeartbeat?.(input.nodeId, true);
         return create(pb.HeartbeatResponseSchema, {
           intervalMs: d.heartbeatIntervalMs,
           status: nodeStatusOut(status),
+          fencedSandboxIds: fenced,
         });
       } catch (err) {
         d.onHeartbeat?.(req.nodeId, false);

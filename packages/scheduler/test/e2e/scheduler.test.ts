@@ -240,7 +240,7 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     expect(await codeOf(client(s).schedule({}))).toBe(Code.Unavailable);
   });
 
-  it('a silent node gets no placements; its running sandboxes become lost with a node-failure event, its paused ones resume elsewhere', async () => {
+  it('a silent node gets no placements; its running sandboxes become lost with a node-failure event (and stay so, fenced, when it comes back), its paused ones resume elsewhere', async () => {
     const s = await scheduler(PORTS.a, redis.url);
     const [, , dead] = await nodes(s, ['n1', 'n2', 'n3']);
     dead!.roster = [running('sbx-run'), paused('sbx-paused', 'pause-1')];
@@ -282,6 +282,15 @@ describe.skipIf(redisMissing())('placement, failure and state with real processe
     expect((await c.listSandboxEvents({ sandboxId: 'sbx-paused' })).events).toEqual([]);
     const resumed = await c.schedule({ kind: PlacementKind.RESUME, sandboxId: 'sbx-paused' });
     expect(['n1', 'n2']).toContain(resumed.node?.nodeId);
+
+    // The node comes back (a long stall, not a restart) still running it: clients were told it
+    // is lost, so it stays lost and the node is told to stop it.
+    const back = await dead!.beat();
+    expect(back.fencedSandboxIds).toEqual(['sbx-run']);
+    expect((await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state).toBe(SandboxState.LOST);
+    dead!.roster = [paused('sbx-paused', 'pause-1')];
+    expect((await dead!.beat()).fencedSandboxIds).toEqual([]);
+    expect((await c.lookupNode({ sandboxId: 'sbx-run' })).sandbox?.state).toBe(SandboxState.LOST);
   });
 
   it('with Redis, a restarted scheduler routes existing sandboxes at once', async () => {

@@ -90,7 +90,7 @@ describe('membership', () => {
     const { membership, placements } = setup();
     await membership.heartbeat(heartbeat('a'));
     await membership.unregister('a');
-    await expect(membership.heartbeat(heartbeat('a'))).resolves.toEqual({ status: 'draining' });
+    await expect(membership.heartbeat(heartbeat('a'))).resolves.toEqual({ status: 'draining', fenced: [] });
     await expect(
       placements.schedule({ kind: 'create', cacheKeys: [], excludeNodeIds: [], count: 1 }),
     ).rejects.toMatchObject({
@@ -98,6 +98,7 @@ describe('membership', () => {
     });
     await expect(membership.heartbeat(heartbeat('a', { bootId: 'boot-2' }))).resolves.toEqual({
       status: 'ready',
+      fenced: [],
     });
     await expect(membership.unregister('nope')).rejects.toMatchObject({ kind: 'not_found' });
   });
@@ -256,6 +257,7 @@ describe('node failure', () => {
     const membership = new Membership(store, clock, settings());
     await expect(membership.heartbeat(heartbeat('a', { roster: [running('r1')] }))).resolves.toEqual({
       status: 'ready',
+      fenced: [],
     });
     expect((await membership.views()).map((v) => v.status)).toEqual(['ready']);
   });
@@ -307,7 +309,7 @@ describe('node failure', () => {
     await underWay;
     beats.push(...[2, 3, 4, 5].map((n) => membership.heartbeat(report(n))));
     release();
-    expect(await Promise.all(beats)).toEqual(Array(5).fill({ status: 'ready' }));
+    expect(await Promise.all(beats)).toEqual(Array(5).fill({ status: 'ready', fenced: [] }));
     // The first was under way; 2-4 were superseded by 5 before their turn.
     expect(written).toEqual([1, 5]);
     expect((await membership.views())[0]!.node.load.runningCount).toBe(5);

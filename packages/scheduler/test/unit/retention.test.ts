@@ -48,6 +48,7 @@ describe('scheduler state that survives losing its store', () => {
     // The drained node learns it from the answer and says so from then on (the node agent does).
     await expect(before.membership.heartbeat(heartbeat('a', { roster: [running('s1')] }))).resolves.toEqual({
       status: 'draining',
+      fenced: [],
     });
 
     const after = scheduler(clock);

@@ -97,24 +97,44 @@ describe('roster sync', () => {
     expect(await state('x')).toBeUndefined();
   });
 
+  it('keeps a sandbox declared lost lost when its node lists it again, and fences it at every roster until it is gone', async () => {
+    const { clock, store, s, sync, state } = setup();
+    await sync.sync('a', roster(3), clock.now(), false);
+    await store.putBindings(
+      [{ ...running('s1'), nodeId: 'a', state: 'lost', source: 'roster', updatedMs: clock.now() }],
+      s.bindingTtlMs,
+    );
+    clock.advance(8000);
+    expect(await sync.sync('a', roster(3), clock.now(), false)).toEqual(['s1']);
+    clock.advance(2000);
+    expect(await sync.sync('a', roster(3), clock.now(), true)).toEqual(['s1']);
+    expect(await state('s1')).toBe('lost');
+    clock.advance(2000);
+    expect(await sync.sync('a', roster(3).slice(0, 1).concat(roster(3).slice(2)), clock.now(), true)).toEqual(
+      [],
+    );
+    expect(await state('s1')).toBe('lost');
+  });
+
   it('sets right what another writer changed of an unchanged entry on its periodic full pass, or at once after a silence', async () => {
     const { clock, store, s, sync, state } = setup();
     await sync.sync('a', roster(3), clock.now(), false);
-    const lost = (id: string) =>
+    // Another replica's write from an older roster of the node.
+    const stale = (id: string) =>
       store.putBindings(
-        [{ ...running(id), nodeId: 'a', state: 'lost', source: 'roster', updatedMs: clock.now() }],
+        [{ ...running(id), nodeId: 'a', state: 'pausing', source: 'roster', updatedMs: clock.now() }],
         s.bindingTtlMs,
       );
-    await lost('s1');
+    await stale('s1');
     clock.advance(2000);
     await sync.sync('a', roster(3), clock.now(), true);
-    // A lost sandbox stays lost while its node lists it unchanged...
-    expect(await state('s1')).toBe('lost');
+    // The entry is unchanged since this process last saw it: its binding is not read...
+    expect(await state('s1')).toBe('pausing');
     clock.advance(s.bindingTtlMs / 3);
     await sync.sync('a', roster(3), clock.now(), true);
-    // ...until the full pass, which takes the node's word, as every heartbeat used to.
+    // ...until the full pass, which takes the node's word.
     expect(await state('s1')).toBe('running');
-    await lost('s2');
+    await stale('s2');
     clock.advance(2000);
     await sync.sync('a', roster(3), clock.now(), false);
     expect(await state('s2')).toBe('running');

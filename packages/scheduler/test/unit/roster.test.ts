@@ -17,6 +17,17 @@ const bound = (sandboxId: string, over: Partial<Binding> = {}): Binding => ({
 });
 
 describe('reconcileRoster', () => {
+  it('keeps a sandbox declared lost while its node was silent lost, and fences it, when the node lists it again', () => {
+    const current = new Map([
+      ['lost', bound('lost', { state: 'lost', lostReason: 'node failure' })],
+      ['elsewhere', bound('elsewhere', { nodeId: 'b', state: 'lost' })],
+    ]);
+    const r = reconcileRoster('a', [running('lost'), running('elsewhere')], current, t);
+    expect(r.fenced).toEqual(['lost']);
+    expect(r.put.map((b) => b.sandboxId)).toEqual(['elsewhere']);
+    expect(r.remove).toEqual([]);
+  });
+
   it('writes new and changed entries only, and refreshes old ones', () => {
     const current = new Map([
       ['same', bound('same')],
