@@ -1,6 +1,6 @@
 // The dependency rules `npm run lint` checks (dependency-cruiser): no import cycles anywhere in
 // packages/*/src, the node's layering as CONTRIBUTING.md states it, and the libraries beneath the
-// node (@agentenv/snapshot, @agentenv/oci) never importing it.
+// node (@agentenv/snapshot, @agentenv/oci, @agentenv/p2p) never importing it.
 const node = '^packages/node/src/';
 
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -34,6 +34,14 @@ export default {
       severity: 'error',
       from: { path: '^packages/(snapshot|oci)/src/' },
       to: { path: '^packages/', pathNot: '^packages/($1|common)/' },
+    },
+    {
+      name: 'p2p-imports',
+      comment:
+        "The chunk exchange between nodes (@agentenv/p2p) moves the snapshot library's chunks: of the workspace it imports only itself, @agentenv/common and @agentenv/snapshot.",
+      severity: 'error',
+      from: { path: '^packages/p2p/src/' },
+      to: { path: '^packages/', pathNot: '^packages/(p2p|common|snapshot)/' },
     },
     {
       name: 'no-relative-import-across-packages',

@@ -107,8 +107,9 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'p2p',
-          include: ['packages/node/test/p2p/**/*.test.ts'],
-          // Real iroh endpoints on loopback, and two real nodes sharing an S3 repository.
+          // The library's own file (real iroh endpoints on loopback), and the node's file that
+          // starts two real nodes sharing an S3 repository.
+          include: ['packages/p2p/test/e2e/**/*.test.ts', 'packages/node/test/p2p/**/*.test.ts'],
           fileParallelism: false,
           testTimeout: 300_000,
           hookTimeout: 1_200_000,

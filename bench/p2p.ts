@@ -12,7 +12,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { IrohEndpoint } from '../packages/node/src/p2p/iroh.js';
+import { IrohEndpoint } from '@agentenv/p2p';
 import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { metric, nodeConfig, writeP2pKey } from '../packages/node/test/p2p/helpers.js';
 import { startS3, type S3Server } from '@agentenv/test-support/snapshot';

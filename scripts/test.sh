@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 # run); on two cores a third lane only slows every lane.
 lanes=(
   "a 0 node network runtime snapshot oci -- packages/node/test/e2e packages/node/test/network packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci"
-  "b 10 cluster dashboard security scheduler p2p cli envd -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/node/test/p2p packages/cli/ packages/envd/"
+  "b 10 cluster dashboard security scheduler p2p cli envd -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/ packages/envd/"
 )
 laned=true
 [ $# -gt 0 ] && laned=false

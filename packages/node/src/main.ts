@@ -9,7 +9,6 @@ import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
 import { ConfigError, loadConfig, parseListenAddress, type NodeConfig } from './config/index.js';
 import { MetricsHistory, MetricsSampler, NodeMetrics } from './metrics/index.js';
-import { startChunkExchange } from './p2p/index.js';
 import {
   LocalCaptureDirs,
   observeAll,
@@ -20,7 +19,13 @@ import {
 } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
 import { VolumeMounts, VolumeStore } from './volumes/index.js';
-import { openTemplates, prepareHost, type NodeHost, type NodeTemplates } from './wiring/index.js';
+import {
+  openTemplates,
+  prepareHost,
+  startChunkExchange,
+  type NodeHost,
+  type NodeTemplates,
+} from './wiring/index.js';
 
 const version = (
   JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }

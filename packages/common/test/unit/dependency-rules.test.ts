@@ -67,11 +67,16 @@ describe('dependency rules', { timeout: 60_000 }, () => {
         'packages/node/src/runtime/index.ts': `import { id } from '../util/index.js';\nimport { put } from '@agentenv/snapshot';\nexport const start = [id, put];\n`,
         'packages/node/src/util/index.ts': `export const id = 1;\n`,
         'packages/node/src/templates/index.ts': `import { pull } from '@agentenv/oci';\nimport { start } from '../runtime/index.js';\nexport const boot = [pull, start];\n`,
+        'packages/node/src/wiring/index.ts': `import { serve } from '@agentenv/p2p';\nexport const exchange = serve;\n`,
         ...workspacePackage('snapshot', `import { c } from '@agentenv/common';\nexport const put = c;\n`),
         ...workspacePackage('oci', `import { c } from '@agentenv/common';\nexport const pull = c;\n`),
+        ...workspacePackage(
+          'p2p',
+          `import { c } from '@agentenv/common';\nimport { put } from '@agentenv/snapshot';\nexport const serve = [c, put];\n`,
+        ),
         ...workspacePackage('common', `export const c = 1;\n`),
       },
-      ['snapshot', 'oci', 'common'],
+      ['snapshot', 'oci', 'p2p', 'common'],
     );
     expect(found).toEqual([]);
   });
@@ -108,14 +113,20 @@ describe('dependency rules', { timeout: 60_000 }, () => {
           'oci',
           `import { n } from '@agentenv/node';\nimport { s } from '@agentenv/snapshot';\nexport const o = [n, s];\n`,
         ),
+        ...workspacePackage(
+          'p2p',
+          `import { n } from '@agentenv/node';\nimport { o } from '@agentenv/oci';\nexport const p = [n, o];\n`,
+        ),
         ...workspacePackage('node', `export const n = 1;\n`),
       },
-      ['snapshot', 'oci', 'node'],
+      ['snapshot', 'oci', 'p2p', 'node'],
     );
     expect(found.sort()).toEqual([
       'library-imports: packages/oci/src/index.ts → packages/node/src/index.ts',
       'library-imports: packages/oci/src/index.ts → packages/snapshot/src/index.ts',
       'library-imports: packages/snapshot/src/index.ts → packages/node/src/index.ts',
+      'p2p-imports: packages/p2p/src/index.ts → packages/node/src/index.ts',
+      'p2p-imports: packages/p2p/src/index.ts → packages/oci/src/index.ts',
     ]);
   });
 

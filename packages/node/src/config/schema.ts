@@ -77,7 +77,7 @@ export const NodeConfigSchema = Type.Object({
     /** Tag in this node's namespace, link and chain names; unique per node process on a machine. */
     nodeTag: Type.String({ pattern: '^[a-z0-9]{1,6}$' }),
   }),
-  /** Node-to-node chunk exchange over iroh (off by default; see p2p/). */
+  /** Node-to-node chunk exchange over iroh (off by default; see @agentenv/p2p). */
   p2p: Type.Object({
     enabled: Type.Boolean(),
     /** `ip:port` sockets the endpoint binds (one per address family at most). */

@@ -3,8 +3,7 @@
  * the right length and the wrong content (each chunk read from the repository, one byte flipped).
  * Prints `READY <endpoint id> <address>` once serving; SIGTERM stops it.
  */
-import { ChunkServer } from '../../src/p2p/server.js';
-import { IrohEndpoint } from '../../src/p2p/iroh.js';
+import { ChunkServer, IrohEndpoint } from '@agentenv/p2p';
 import { createRepository, SnapshotStore, type RepositoryConfig } from '@agentenv/snapshot';
 
 const args = JSON.parse(process.argv[2] ?? '{}') as {

@@ -102,9 +102,9 @@ export async function startEvilPeer(args: {
   bindAddr: string;
 }): Promise<{ peer: string; stop(): Promise<void> }> {
   const script = fileURLToPath(new URL('./evil-peer.ts', import.meta.url));
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script, JSON.stringify(args)], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  // Workspace packages from their sources (their `source` export condition), as in the test.
+  const argv = ['--conditions=source', '--import', 'tsx', script, JSON.stringify(args)];
+  const child: ChildProcess = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   const peer = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (d: Buffer) => {

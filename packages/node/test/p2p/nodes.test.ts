@@ -11,8 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSchedulerClient } from '@agentenv/scheduler';
-import { PeerClient } from '../../src/p2p/client.js';
-import { IrohEndpoint } from '../../src/p2p/iroh.js';
+import { IrohEndpoint, PeerClient } from '@agentenv/p2p';
 import { createRepository, SnapshotStore } from '@agentenv/snapshot';
 import {
   api,

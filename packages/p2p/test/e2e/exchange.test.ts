@@ -6,11 +6,11 @@
 import iroh from '@number0/iroh';
 import { createHash, randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { PeerClient, PeerError } from '../../src/p2p/client.js';
-import { StaticPeerDirectory } from '../../src/p2p/directory.js';
-import { IrohEndpoint } from '../../src/p2p/iroh.js';
-import { PeerChunkSource, type PeerFault } from '../../src/p2p/peer-source.js';
-import { ChunkServer, type ChunkHolder } from '../../src/p2p/server.js';
+import { PeerClient, PeerError } from '../../src/client.js';
+import { StaticPeerDirectory } from '../../src/directory.js';
+import { IrohEndpoint } from '../../src/iroh.js';
+import { PeerChunkSource, type PeerFault } from '../../src/peer-source.js';
+import { ChunkServer, type ChunkHolder } from '../../src/server.js';
 
 const KEY = 'e2b_' + 'ab'.repeat(20);
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');

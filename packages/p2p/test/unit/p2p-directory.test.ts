@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config/load.js';
 import { createHash } from 'node:crypto';
-import { heartbeatRequest } from '../../src/cluster/report.js';
-import { CombinedPeerDirectory, parsePeer, StaticPeerDirectory } from '../../src/p2p/directory.js';
-import { chunkSample, sortedDistinct } from '../../src/p2p/sample.js';
-import {
-  LOOKUP_KEYS,
-  SchedulerPeerDirectory,
-  type ChunkPeerLookup,
-} from '../../src/p2p/scheduler-directory.js';
+import { CombinedPeerDirectory, parsePeer, StaticPeerDirectory } from '../../src/directory.js';
+import { chunkSample, sortedDistinct } from '../../src/sample.js';
+import { LOOKUP_KEYS, SchedulerPeerDirectory, type ChunkPeerLookup } from '../../src/scheduler-directory.js';
 
 const ID = 'ab'.repeat(32);
 const ID2 = 'cd'.repeat(32);
@@ -116,33 +110,5 @@ describe('chunk samples', () => {
     const advertised = new Set(chunkSample([sortedDistinct(a1), sortedDistinct(a2)], 4096));
     const looked = chunkSample([sortedDistinct(needed)], LOOKUP_KEYS);
     expect(looked.filter((h) => advertised.has(h)).length).toBeGreaterThan(100);
-  });
-
-  it('the heartbeat carries the endpoint and the sample when p2p is on, neither when off', () => {
-    const base = {
-      identity: { nodeId: 'n', clusterId: 'c', advertiseUrl: 'http://x', version: '1', bootId: 'b' },
-      draining: false,
-      records: [],
-      host: { cpuCount: 1, memoryTotalMib: 1, memoryAvailableMib: 1, loadAvg1m: 0 },
-      limits: { maxSandboxes: 1, maxConcurrentStarts: 1 },
-      cacheKeys: [],
-    };
-    const on = heartbeatRequest({
-      ...base,
-      p2p: { endpointId: ID, addresses: ['127.0.0.1:1'], chunkKeys: ['h1', 'h2'] },
-    });
-    expect(on.p2p).toEqual({ endpointId: ID, addresses: ['127.0.0.1:1'] });
-    expect(on.chunkKeys).toEqual(['h1', 'h2']);
-    const off = heartbeatRequest(base);
-    expect(off.p2p).toBeUndefined();
-    expect(off.chunkKeys).toBeUndefined();
-  });
-});
-
-describe('[p2p] config', () => {
-  it('is off by default and can be turned on', () => {
-    const c = loadConfig({});
-    expect(c.p2p).toMatchObject({ enabled: false, peers: [], bindAddrs: ['0.0.0.0:9092'] });
-    expect(loadConfig({ AENV_P2P_ENABLED: 'true' }).p2p.enabled).toBe(true);
   });
 });

@@ -15,7 +15,7 @@ import {
   ProtocolError,
   Status,
   tokenMatches,
-} from '../../src/p2p/protocol.js';
+} from '../../src/protocol.js';
 
 const h = () => randomBytes(32).toString('hex');
 

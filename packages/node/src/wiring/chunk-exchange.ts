@@ -4,19 +4,21 @@ import type { Registry } from 'prom-client';
 import { ConfigError, type NodeConfig } from '../config/index.js';
 import { loadOrCreateSecret } from '../security/index.js';
 import { CachedChunks, type ChunkSource, type RuntimeCache, type SnapshotStore } from '@agentenv/snapshot';
-import { CombinedPeerDirectory, parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
-import { EndpointKeeper } from './endpoint-keeper.js';
-import { IrohEndpoint } from './iroh.js';
-import { ChunkMetrics } from './metrics.js';
-import { PeerChunkSource } from './peer-source.js';
-import { chunkSample } from './sample.js';
-import { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
-import { ChunkServer } from './server.js';
-import type { PeerAddress } from './transport.js';
-
-export { parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
-export { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
-export type { PeerAddress, PeerTransport } from './transport.js';
+import {
+  ChunkMetrics,
+  ChunkServer,
+  chunkSample,
+  CombinedPeerDirectory,
+  EndpointKeeper,
+  IrohEndpoint,
+  parsePeer,
+  PeerChunkSource,
+  SchedulerPeerDirectory,
+  StaticPeerDirectory,
+  type ChunkPeerLookup,
+  type PeerAddress,
+  type PeerDirectory,
+} from '@agentenv/p2p';
 
 /** What the node's cluster heartbeat advertises when P2P is on. */
 export interface P2pAdvertisement {

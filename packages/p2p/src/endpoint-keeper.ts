@@ -4,6 +4,14 @@ import type { IncomingLink, PeerAddress, PeerLink, PeerTransport } from './trans
 
 const MAX_BACKOFF_MS = 30_000;
 
+export interface EndpointKeeperOptions {
+  readonly secretKey: Buffer;
+  readonly bindAddrs: readonly string[];
+  readonly onLink: (link: IncomingLink) => void;
+  readonly handshakeMs: number;
+  readonly logger: Logger;
+}
+
 /**
  * This node's endpoint, kept open: if it stops accepting without being closed here, it is bound
  * again. iroh rebinds its sockets when the host's network changes (the node adds and removes
@@ -18,18 +26,12 @@ export class EndpointKeeper implements PeerTransport {
 
   private constructor(
     private current: IrohEndpoint,
-    private readonly opts: {
-      secretKey: Buffer;
-      bindAddrs: readonly string[];
-      onLink: (link: IncomingLink) => void;
-      handshakeMs: number;
-      logger: Logger;
-    },
+    private readonly opts: EndpointKeeperOptions,
   ) {
     this.serve();
   }
 
-  static async open(opts: EndpointKeeper['opts']): Promise<EndpointKeeper> {
+  static async open(opts: EndpointKeeperOptions): Promise<EndpointKeeper> {
     const ep = await IrohEndpoint.bind(opts);
     return new EndpointKeeper(ep, opts);
   }

@@ -1,0 +1,10 @@
+export { PeerClient, PeerError } from './client.js';
+export { CombinedPeerDirectory, parsePeer, StaticPeerDirectory, type PeerDirectory } from './directory.js';
+export { EndpointKeeper } from './endpoint-keeper.js';
+export { IrohEndpoint } from './iroh.js';
+export { ChunkMetrics } from './metrics.js';
+export { PeerChunkSource, type PeerFault } from './peer-source.js';
+export { chunkSample } from './sample.js';
+export { SchedulerPeerDirectory, type ChunkPeerLookup } from './scheduler-directory.js';
+export { ChunkServer, type ChunkHolder } from './server.js';
+export type { PeerAddress } from './transport.js';
