@@ -20,6 +20,7 @@ import {
 } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
 import { VolumeStore } from './volumes/index.js';
+import { probeListen } from './util/index.js';
 import { openTemplates, prepareHost, type NodeHost, type NodeTemplates } from './wiring/index.js';
 
 const version = (
@@ -206,6 +207,10 @@ function stopWith(logger: Logger, steps: (() => unknown)[]): (reason: string) =>
 async function main(): Promise<void> {
   const config = loadConfig();
   const { host, port } = parseListenAddress(config.apiAddr);
+  // Before anything is set up on the host: a taken port fails the start at once, with nothing to undo.
+  await probeListen(host, port).catch((err: Error) => {
+    throw new ConfigError(`cannot listen on ${config.apiAddr}: ${err.message}`);
+  });
   const machine = await prepareHost(config, logger, undoStartup);
   const t = await openTemplates(config, machine, logger);
   const node = await assembleNode(config, machine, t, logger);
