@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createSecureServer, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import type { Socket } from 'node:net';
 
 /** PEM files of an edge server's certificate (chain) and key (`tls_cert`, `tls_key`). */
 export interface TlsFiles {
@@ -56,6 +57,27 @@ function tolerateHttp1Headers(res: Http2ServerResponse): void {
 }
 
 /**
+ * Lets `close()` drop connections that have not sent a request yet. Node counts such a connection
+ * as busy, not idle, so a close (a node's stop) waited for it up to `headersTimeout`, a minute,
+ * whenever a client had opened one ahead of need; what is mid-request still finishes.
+ */
+function closeDropsSilentConnections(server: Server): void {
+  const silent = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    silent.add(socket);
+    socket.once('close', () => silent.delete(socket));
+  });
+  const spoke = (req: IncomingMessage) => silent.delete(req.socket);
+  server.on('request', spoke);
+  server.on('upgrade', spoke);
+  const close = server.close.bind(server);
+  server.close = (callback?: (err?: Error) => void) => {
+    for (const socket of silent) socket.destroy();
+    return close(callback);
+  };
+}
+
+/**
  * The server of an edge listener: plain HTTP/1.1, or with `tls` TLS offering HTTP/2 by ALPN and
  * HTTP/1.1 to clients that do not ask for it (WebSocket upgrades arrive as HTTP/1.1 `upgrade`
  * events either way). Neither cuts off long requests: proxied streams have no time limit.
@@ -65,6 +87,7 @@ export function createEdgeServer(handler: Handler, tls?: TlsFiles): Server {
     const server = createServer(handler);
     server.requestTimeout = 0;
     server.keepAliveTimeout = 75_000;
+    closeDropsSilentConnections(server);
     return server;
   }
   const server = createSecureServer(

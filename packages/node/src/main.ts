@@ -18,6 +18,7 @@ import {
   SandboxWarmPool,
 } from './orchestrator/index.js';
 import { SandboxProxy } from './proxy/index.js';
+import { probeListen } from './util/index.js';
 import { VolumeMounts, VolumeStore } from './volumes/index.js';
 import {
   openTemplates,
@@ -219,6 +220,10 @@ function stopWith(logger: Logger, steps: (() => unknown)[]): (reason: string) =>
 async function main(): Promise<void> {
   const config = loadConfig();
   const { host, port } = parseListenAddress(config.apiAddr);
+  // Before anything is set up on the host: a taken port fails the start at once, with nothing to undo.
+  await probeListen(host, port).catch((err: Error) => {
+    throw new ConfigError(`cannot listen on ${config.apiAddr}: ${err.message}`);
+  });
   const machine = await prepareHost(config, logger, undoStartup);
   const t = await openTemplates(config, machine, logger);
   const volumes = new VolumeStore(config.volumes.path);

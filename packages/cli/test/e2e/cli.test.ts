@@ -317,22 +317,21 @@ describe('lifecycle', () => {
 
   it('resume --reboot boots a memory pause afresh, and pause --no-memory keeps files only', async () => {
     const id = await startSandbox();
-    // A mark in memory only (a tmpfs, never captured): a fresh start does not have it.
+    // A mark in memory only (a tmpfs, never captured), which a fresh start does not have, and a
+    // file, which it keeps; one `aenv exec` reads both back.
     const setMark = () => aenv(['exec', id, '--', 'echo in-memory > /dev/shm/mark']);
-    const mark = async () =>
-      (await aenv(['exec', id, '--', 'cat /dev/shm/mark 2>/dev/null || echo none'])).stdout;
-    await setMark();
-    await aenv(['exec', id, '--', 'echo kept > /home/user/kept.txt']);
+    const markAndFile = async () =>
+      (await aenv(['exec', id, '--', 'cat /dev/shm/mark 2>/dev/null || echo none; cat /home/user/kept.txt']))
+        .stdout;
+    await aenv(['exec', id, '--', 'echo in-memory > /dev/shm/mark; echo kept > /home/user/kept.txt']);
     await aenvJson(['pause', id]);
     expect(await aenvJson(['resume', id, '--reboot'])).toMatchObject({ resumed: true });
-    expect(await mark()).toBe('none\n');
-    expect((await aenv(['exec', id, '--', 'cat /home/user/kept.txt'])).stdout).toBe('kept\n');
+    expect(await markAndFile()).toBe('none\nkept\n');
 
     await setMark();
     expect(await aenvJson(['pause', id, '--no-memory'])).toEqual({ sandboxID: id, state: 'paused' });
     expect(await aenvJson(['resume', id])).toMatchObject({ resumed: true });
-    expect(await mark()).toBe('none\n');
-    expect((await aenv(['exec', id, '--', 'cat /home/user/kept.txt'])).stdout).toBe('kept\n');
+    expect(await markAndFile()).toBe('none\nkept\n');
   });
 
   it('kills sandboxes and reports unknown ones', async () => {

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:http2';
 import { request as httpsRequest } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { connect as connectTcp, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -120,5 +121,17 @@ describe('the edge server', () => {
     } finally {
       server.close();
     }
+  });
+
+  it('closes without waiting for a connection that never sent a request', async () => {
+    const server = createEdgeServer(handler);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const silent = connectTcp(port, '127.0.0.1');
+    await once(silent, 'connect');
+    const dropped = once(silent, 'close');
+    // Node would hold this close for headersTimeout (a minute); the test's timeout is 5 s.
+    await new Promise<void>((resolve, reject) => server.close((err) => (err ? reject(err) : resolve())));
+    await dropped;
   });
 });

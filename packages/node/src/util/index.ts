@@ -9,3 +9,4 @@ export {
 export { ProcessSpawner } from './spawner/client.js';
 export { FreshConnectionAgent, requestOnce, type FreshRequest, type SizedBody } from './fresh-connection.js';
 export { systemClock, isoTime, type Clock, type Timer } from './clock.js';
+export { probeListen } from './listen-probe.js';

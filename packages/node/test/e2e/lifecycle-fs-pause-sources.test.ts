@@ -1,5 +1,6 @@
 import { Sandbox, Template } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { api, useTestServer } from '@agentenv/test-support/server';
 
 /**
@@ -10,11 +11,14 @@ import { api, useTestServer } from '@agentenv/test-support/server';
 useTestServer();
 const TEMPLATE = 'tpl-fs-pause';
 /**
- * Waits until files written before now are older, by ctime, than a sandbox started after: a
- * pause compares ctimes in whole seconds and allows one second of slack, so files written just
- * before a start would be stored whatever their origin.
+ * Waits until `path` in `s` is older, by ctime, than a sandbox started after: a pause compares
+ * ctimes in whole seconds and allows one second of slack, so a file written just before a start
+ * would be stored whatever its origin. Sandboxes share the host's clock.
  */
-const letFilesAge = () => new Promise((resolve) => setTimeout(resolve, 3_000));
+async function letFileAge(s: Sandbox, path: string): Promise<void> {
+  const ctime = Number((await s.commands.run(`stat -c %Z ${path}`)).stdout);
+  await eventually(() => expect(Math.floor(Date.now() / 1000)).toBeGreaterThanOrEqual(ctime + 2));
+}
 
 /** The second case's snapshot source: it writes its file before the one wait both cases need. */
 let parent: Sandbox;
@@ -26,7 +30,7 @@ beforeAll(async () => {
   );
   parent = await Sandbox.create({ timeoutMs: 300_000 });
   await parent.files.write('/home/user/parent.txt', 'written before the snapshot');
-  await letFilesAge();
+  await letFileAge(parent, '/home/user/parent.txt');
 }, 300_000);
 afterAll(async () => {
   await parent?.kill().catch(() => undefined);

@@ -17,15 +17,18 @@ const node = useTestServer();
 /** A delay that is the point of a test: a crash at that moment of the work in flight. */
 const after = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The file's node started again as it was (a pool of one), with `env` on top. */
+const startAgain = (env: Record<string, string> = {}) => startServer({ ...node.env, ...env });
+
 async function restart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string> = {}): Promise<void> {
   await node.server.stop(signal);
-  node.server = await startServer(env);
+  node.server = await startAgain(env);
 }
 
-/** runsc sandboxes of the test node's runtime dir that are still alive. */
-function runscLeft(): string[] {
+/** runsc sandboxes of a node's runtime dir (the test node's by default) that are still alive. */
+function runscLeft(runtimePath = RUNTIME_PATH): string[] {
   const out = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
-  return out.split('\n').filter((l) => l.startsWith('runsc') && l.includes(`${RUNTIME_PATH}/`));
+  return out.split('\n').filter((l) => l.startsWith('runsc') && l.includes(`${runtimePath}/`));
 }
 
 describe('node restarts', () => {
@@ -83,7 +86,7 @@ describe('node restarts', () => {
       await after(delay);
       await node.server.stop('SIGKILL');
       await pausing;
-      node.server = await startServer();
+      node.server = await startAgain();
       const r = await api('GET', `/sandboxes/${sbx.sandboxId}`);
       if (r.status === 404) continue;
       expect(r.json.state).toBe('paused');
@@ -107,7 +110,7 @@ describe('node restarts', () => {
       await node.server.stop('SIGKILL');
       const r = await snapshotting;
       if (r?.status === 201) taken.push(r.json.snapshotID as string);
-      node.server = await startServer();
+      node.server = await startAgain();
       const listed = (await api('GET', '/snapshots')).json as { snapshotID: string; names: string[] }[];
       // A snapshot acknowledged before the crash is never lost.
       for (const id of taken) expect(listed.map((l) => l.snapshotID)).toContain(id);
@@ -134,6 +137,7 @@ describe('node restarts', () => {
     }
     const netns = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
     expect(netns).not.toContain(`aenv-e2e${other}-`);
+    expect(runscLeft(`/run/aenv-e2e${other}`)).toEqual([]);
   });
 
   it('answers creates beyond capacity with 429 and Retry-After instead of timing out', async () => {

@@ -207,16 +207,21 @@ export function removeState(): void {
 /**
  * One server for the test file: started before its tests with fresh state, with the E2B SDK
  * pointed at it, and stopped afterwards leaving no sandboxes, snapshots or state behind.
- * `ctx.server` may be replaced by tests that restart the node.
+ * `ctx.server` may be replaced by tests that restart the node; `startServer(ctx.env)` starts it
+ * as it was.
  */
-export function useTestServer(env: Record<string, string> = {}): { server: TestServer } {
-  const ctx = {} as { server: TestServer };
+export function useTestServer(env: Record<string, string> = {}): {
+  server: TestServer;
+  readonly env: Record<string, string>;
+} {
+  // One warm sandbox: creates still take the pool's path, and each test file's node restores
+  // (and keeps idle) one sandbox fewer than a node started by a bench.
+  const nodeEnv: Record<string, string> = { AENV_POOL_SIZE: '1', ...env };
+  const ctx = { env: nodeEnv } as { server: TestServer; readonly env: Record<string, string> };
   beforeAll(async () => {
     removeState();
     rmSync(serverLogPath(INSTANCE), { force: true });
-    // One warm sandbox: creates still take the pool's path, and each test file's node restores
-    // (and keeps idle) one sandbox fewer than a node started by a bench.
-    ctx.server = await startServer({ AENV_POOL_SIZE: '1', ...env });
+    ctx.server = await startServer(ctx.env);
     useSdkEnv();
   });
   afterAll(async () => {
