@@ -1,7 +1,7 @@
 // Fixtures for cluster tests: a private redis-server, aenv-scheduler processes, fake nodes
 // (stand-ins that heartbeat like a node's cluster agent), and a real cluster of them all
-// (TestCluster: redis, the scheduler, the gateway and real nodes) for tests and benches.
-export { pingRedis, redisMissing, startRedis, type RedisProcess } from './redis.js';
+// (TestCluster: the launcher's parts in the tests' layout) for tests and benches.
+export { redisMissing, startRedis, type RedisProcess } from './redis.js';
 export {
   CLUSTER_KEY,
   startSchedulerProcess,
@@ -16,11 +16,12 @@ export {
   type NodeView,
 } from './test-cluster.js';
 export {
-  nodeHome,
   startNode,
   TEST_CLUSTER_DOMAIN,
   TEST_CLUSTER_HOME,
   TEST_CLUSTER_KEY,
+  TEST_CLUSTER_LAYOUT,
+  testNodePlace,
   type NodeSpec,
-} from './nodes.js';
-export { removeCgroups, spawnProc, startHealthy, statusOf, type Proc } from './processes.js';
+} from './test-layout.js';
+export { pingRedis, removeCgroups, type Proc } from '../launcher/index.js';

@@ -1,40 +1,18 @@
-import { mkdirSync, rmSync } from 'node:fs';
-import path from 'node:path';
+import { rmSync } from 'node:fs';
 import { NodeStatus } from '@agentenv/protocol/scheduler';
 import { createSchedulerClient } from '@agentenv/scheduler';
 import { eventually } from '../eventually.js';
-import { packageDir, REPO_ROOT } from '../paths.js';
-import {
-  startNode,
-  TEST_CLUSTER_DOMAIN as DOMAIN,
-  TEST_CLUSTER_HOME as HOME,
-  TEST_CLUSTER_KEY as API_KEY,
-} from './nodes.js';
-import { removeCgroups, spawnProc, startHealthy, type Proc } from './processes.js';
+import { ClusterLauncher, removeCgroups, snapshotStore, type LaunchOptions } from '../launcher/index.js';
+import { TEST_CLUSTER_KEY as API_KEY, TEST_CLUSTER_LAYOUT } from './test-layout.js';
 
-const SCHEDULER_BIN = path.join(packageDir('@agentenv/scheduler'), 'bin', 'aenv-scheduler.js');
-// The gateway comes after this package in the build, so it is found by its place in the tree.
-const GATEWAY_BIN = `${REPO_ROOT}packages/gateway/bin/aenv-gateway.js`;
+export const SNAPSHOT_STORE = snapshotStore(TEST_CLUSTER_LAYOUT);
 
-export const GATEWAY_PORT = 19900;
-const SCHEDULER_PORT = 19901;
-const REDIS_PORT = 19902;
-/** Replica k > 0 of the gateway and of the scheduler listens at these plus k. */
-const GATEWAY_REPLICA_PORT = 19902;
-const SCHEDULER_REPLICA_PORT = 19904;
-const MAX_REPLICAS = 2;
-export const SNAPSHOT_STORE = `${HOME}/snapshot-store`;
-
-export interface ClusterOptions {
+export interface ClusterOptions extends Omit<LaunchOptions, 'replicas' | 'detached'> {
   nodes: number;
-  store: 'redis' | 'memory';
   /** Gateways and schedulers (1 or 2 of each, on one store); every node and gateway knows all schedulers. */
   replicas?: number;
-  nodeEnv?: Record<string, string>;
-  gatewayEnv?: Record<string, string>;
-  /** Where the gateway listens and how to reach its /health (TLS). */
+  /** Where the first gateway listens (its /health then at `gatewayHealth`, e.g. over TLS). */
   gatewayAddr?: string;
-  gatewayHealth?: { url: string; ca?: string; servername?: string };
 }
 
 /** What the gateway says of one node (GET /nodes). */
@@ -46,52 +24,37 @@ export interface NodeView {
 }
 
 /**
- * A real cluster on this machine: redis-server (or the memory store), aenv-scheduler,
- * aenv-gateway and N aenv-server nodes on one shared posix_fs repository, each node with its
- * own port, home, network tag and host range.
+ * A real cluster in the test layout (ports 199xx, state under /var/lib/aenv-h9, tags h9…):
+ * redis-server (or the memory store), aenv-scheduler, aenv-gateway and N aenv-server nodes on
+ * one shared posix_fs repository, with what tests ask of it through the gateway and the nodes.
  */
-export class TestCluster {
-  redis?: Proc;
-  readonly schedulers: (Proc | undefined)[] = [];
-  readonly gateways: (Proc | undefined)[] = [];
-  readonly nodes: (Proc | undefined)[] = [];
-  /** Each gateway's URL, the first at `gatewayUrl`. */
-  readonly gatewayUrls: string[];
-  private readonly schedulerUrls: string[];
-
-  private constructor(readonly o: ClusterOptions) {
-    const replicas = o.replicas ?? 1;
-    if (replicas < 1 || replicas > MAX_REPLICAS) throw new Error(`replicas must be 1 to ${MAX_REPLICAS}`);
-    const replica = (k: number, first: string, port: number) => (k ? `127.0.0.1:${port + k}` : first);
-    this.gatewayUrls = Array.from(
-      { length: replicas },
-      (_, k) => `http://${replica(k, o.gatewayAddr ?? `127.0.0.1:${GATEWAY_PORT}`, GATEWAY_REPLICA_PORT)}`,
-    );
-    this.schedulerUrls = Array.from(
-      { length: replicas },
-      (_, k) => `http://${replica(k, `127.0.0.1:${SCHEDULER_PORT}`, SCHEDULER_REPLICA_PORT)}`,
-    );
+export class TestCluster extends ClusterLauncher {
+  private constructor(o: ClusterOptions) {
+    const layout = o.gatewayAddr
+      ? {
+          ...TEST_CLUSTER_LAYOUT,
+          gatewayAddr: (k: number) => (k ? TEST_CLUSTER_LAYOUT.gatewayAddr(k) : o.gatewayAddr!),
+        }
+      : TEST_CLUSTER_LAYOUT;
+    super(layout, { ...o, replicas: o.replicas ?? 1 });
   }
 
+  /** The first gateway's URL. */
   get gatewayUrl(): string {
     return this.gatewayUrls[0]!;
   }
-  get scheduler(): Proc | undefined {
+  get scheduler() {
     return this.schedulers[0];
   }
-  get gateway(): Proc | undefined {
+  get gateway() {
     return this.gateways[0];
-  }
-  /** What nodes and gateways are given as AENV_SCHEDULER_URL: every replica. */
-  private get schedulerList(): string {
-    return this.schedulerUrls.join(',');
   }
 
   static async start(o: ClusterOptions): Promise<TestCluster> {
     const c = new TestCluster(o);
     try {
       rmSync(SNAPSHOT_STORE, { recursive: true, force: true });
-      if (o.store === 'redis') await c.startRedis();
+      if (o.store === 'redis') await c.startRedis({ fresh: true });
       for (let k = 0; k < c.schedulerUrls.length; k++) await c.startScheduler(k);
       for (let k = 0; k < c.gatewayUrls.length; k++) await c.startGateway(k);
       await Promise.all(Array.from({ length: o.nodes }, (_, i) => c.startNode(i)));
@@ -104,16 +67,7 @@ export class TestCluster {
     return c;
   }
 
-  static nodeId = (i: number) => `h9n${i}`;
-  nodeUrl = (i: number) => `http://127.0.0.1:${19910 + i}`;
-
-  /** redis-server with an append-only file (synced every second), as a cluster should run it. */
-  private async startRedis(): Promise<void> {
-    const dir = `${HOME}/redis`;
-    rmSync(dir, { recursive: true, force: true });
-    mkdirSync(dir, { recursive: true });
-    await this.spawnRedis(dir);
-  }
+  static nodeId = (i: number): string => TEST_CLUSTER_LAYOUT.node(i).id;
 
   /** Stops redis-server (SIGKILL: a crash) and starts it again on its append-only file. */
   async restartRedis(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
@@ -121,101 +75,9 @@ export class TestCluster {
     await this.startRedisAgain();
   }
 
-  async stopRedis(signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    await this.redis?.stop(signal);
-    this.redis = undefined;
-  }
-
   /** redis-server again, on the append-only file it left. */
   startRedisAgain(): Promise<void> {
-    return this.spawnRedis(`${HOME}/redis`);
-  }
-
-  private async spawnRedis(dir: string): Promise<void> {
-    this.redis = spawnProc(
-      'redis',
-      'redis-server',
-      [
-        ...['--port', String(REDIS_PORT), '--bind', '127.0.0.1', '--dir', dir],
-        ...['--save', '', '--appendonly', 'yes', '--appendfsync', 'everysec'],
-      ],
-      {},
-    );
-    await eventually(
-      () => {
-        if (!/Ready to accept connections/.test(this.redis!.output()))
-          throw new Error(`redis-server did not start:\n${this.redis!.output()}`);
-      },
-      { timeoutMs: 20_000 },
-    );
-  }
-
-  async startScheduler(k = 0): Promise<void> {
-    const store = this.o.store === 'redis' ? `redis://127.0.0.1:${REDIS_PORT}` : 'memory';
-    const url = this.schedulerUrls[k]!;
-    this.schedulers[k] = await startHealthy(
-      k ? `scheduler${k}` : 'scheduler',
-      process.execPath,
-      [SCHEDULER_BIN],
-      {
-        SCHEDULER_ADDR: new URL(url).host,
-        AENV_SCHEDULER_STORE: store,
-        AENV_API_KEY: API_KEY,
-        // Every node reports this whole 2-core machine as its own: allow the suites' 20 per node.
-        AENV_SCHEDULER_CPU_OVERCOMMIT: '64',
-        AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
-      },
-      `${url}/health`,
-    );
-  }
-
-  async stopScheduler(signal: NodeJS.Signals = 'SIGKILL', k = 0): Promise<void> {
-    await this.schedulers[k]?.stop(signal);
-    this.schedulers[k] = undefined;
-  }
-
-  async startGateway(k = 0): Promise<void> {
-    const addr = new URL(this.gatewayUrls[k]!).host;
-    this.gateways[k] = await startHealthy(
-      k ? `gateway${k}` : 'gateway',
-      process.execPath,
-      [GATEWAY_BIN],
-      {
-        GATEWAY_ADDR: addr,
-        AENV_SCHEDULER_URL: this.schedulerList,
-        AENV_API_KEY: API_KEY,
-        AENV_SANDBOX_PROXY_DOMAINS: DOMAIN,
-        AENV_LOG_LEVEL: process.env.AENV_TEST_LOG_LEVEL ?? 'warn',
-        ...this.o.gatewayEnv,
-      },
-      (!k && this.o.gatewayHealth?.url) || `http://${addr}/health`,
-      (!k && this.o.gatewayHealth) || {},
-    );
-  }
-
-  async stopGateway(k = 0, signal: NodeJS.Signals = 'SIGKILL'): Promise<void> {
-    await this.gateways[k]?.stop(signal);
-    this.gateways[k] = undefined;
-  }
-
-  async startNode(i: number): Promise<void> {
-    this.nodes[i] = await startNode({
-      name: `n${i}`,
-      addr: `127.0.0.1:${19910 + i}`,
-      hostRange: `10.119.${i * 32}.0/19`,
-      env: {
-        AENV_SCHEDULER_URL: this.schedulerList,
-        AENV_ADVERTISE_URL: this.nodeUrl(i),
-        AENV_NODE_ID: TestCluster.nodeId(i),
-        AENV_SNAPSHOT_STORE: SNAPSHOT_STORE,
-        ...this.o.nodeEnv,
-      },
-    });
-  }
-
-  async stopNode(i: number, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-    await this.nodes[i]?.stop(signal);
-    this.nodes[i] = undefined;
+    return this.startRedis();
   }
 
   /** A control call through the (first) gateway with the cluster's key. */
@@ -307,17 +169,10 @@ export class TestCluster {
     );
   }
 
-  /**
-   * Kills every sandbox, then stops every process (nodes cleanly, so they release everything).
-   * The gateway goes first: a node's clean stop waits for the requests in flight to it, and the
-   * gateway's are over once it is gone.
-   */
-  async stop(): Promise<void> {
+  /** Kills every sandbox, then stops every process (nodes cleanly, so they release everything). */
+  override async stop(): Promise<void> {
     await this.killAll().catch(() => undefined);
-    await Promise.all(this.gateways.map((g) => g?.stop()));
-    await Promise.all(this.nodes.map((_, i) => this.stopNode(i)));
-    await Promise.all(this.schedulers.map((s) => s?.stop()));
-    await this.redis?.stop();
+    await super.stop();
     removeCgroups('aenv-h9');
   }
 }
