@@ -11,6 +11,7 @@ import { StaticPeerDirectory } from '../../src/directory.js';
 import { IrohEndpoint } from '../../src/iroh.js';
 import { PeerChunkSource, type PeerFault } from '../../src/peer-source.js';
 import { ChunkServer, type ChunkHolder } from '../../src/server.js';
+import type { PeerAddress } from '../../src/transport.js';
 
 const KEY = 'e2b_' + 'ab'.repeat(20);
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
@@ -54,6 +55,22 @@ async function serving(holder: ChunkHolder, refusals: string[] = []) {
   void ep.acceptLoop((l) => void server.serve(l), 5000);
   opened.push(server);
   return { ep, peer: { id: ep.id, addresses: ep.addresses() } };
+}
+
+/** A peer source over `peers` that records each peer's fault, closed after the test. */
+async function peerSource(peers: PeerAddress[], timeoutMs = 5000) {
+  const faults: PeerFault[] = [];
+  const source = new PeerChunkSource({
+    endpoint: await endpoint(),
+    apiKey: KEY,
+    perPeerLimit: 2,
+    timeoutMs,
+    penaltyMs: 60_000,
+    directory: new StaticPeerDirectory(peers),
+    observer: { peerFailed: (k) => faults.push(k) },
+  });
+  opened.push(source);
+  return { source, faults };
 }
 
 describe('chunk exchange over iroh on loopback', () => {
@@ -120,17 +137,7 @@ describe('chunk exchange over iroh on loopback', () => {
     const chunks = [randomBytes(8192), randomBytes(8192)];
     const evil = holderOf(chunks, true);
     const { peer } = await serving(evil);
-    const faults: PeerFault[] = [];
-    const source = new PeerChunkSource({
-      endpoint: await endpoint(),
-      apiKey: KEY,
-      perPeerLimit: 2,
-      timeoutMs: 5000,
-      penaltyMs: 60_000,
-      directory: new StaticPeerDirectory([peer]),
-      observer: { peerFailed: (k) => faults.push(k) },
-    });
-    opened.push(source);
+    const { source, faults } = await peerSource([peer]);
     const session = await source.begin(chunks.map((c) => [sha(c), c.length] as const));
     expect(await session.get(sha(chunks[0]!), 8192)).toBeNull();
     expect(faults).toEqual(['corrupt']);
@@ -143,15 +150,7 @@ describe('chunk exchange over iroh on loopback', () => {
     const chunks = [randomBytes(8192)];
     const bad = await serving(holderOf(chunks, true));
     const good = await serving(holderOf(chunks));
-    const source = new PeerChunkSource({
-      endpoint: await endpoint(),
-      apiKey: KEY,
-      perPeerLimit: 2,
-      timeoutMs: 5000,
-      penaltyMs: 60_000,
-      directory: new StaticPeerDirectory([bad.peer, good.peer]),
-    });
-    opened.push(source);
+    const { source } = await peerSource([bad.peer, good.peer]);
     const session = await source.begin([[sha(chunks[0]!), 8192]]);
     const got = await session.get(sha(chunks[0]!), 8192);
     expect(got?.equals(chunks[0]!)).toBe(true);
@@ -160,17 +159,7 @@ describe('chunk exchange over iroh on loopback', () => {
   it('a peer that went away is a miss, not a hang', async () => {
     const chunks = [randomBytes(8192), randomBytes(8192)];
     const { ep, peer } = await serving(holderOf(chunks));
-    const faults: PeerFault[] = [];
-    const source = new PeerChunkSource({
-      endpoint: await endpoint(),
-      apiKey: KEY,
-      perPeerLimit: 2,
-      timeoutMs: 2000,
-      penaltyMs: 60_000,
-      directory: new StaticPeerDirectory([peer]),
-      observer: { peerFailed: (k) => faults.push(k) },
-    });
-    opened.push(source);
+    const { source, faults } = await peerSource([peer], 2000);
     const session = await source.begin(chunks.map((c) => [sha(c), c.length] as const));
     expect((await session.get(sha(chunks[0]!), 8192))?.equals(chunks[0]!)).toBe(true);
     await ep.close();
