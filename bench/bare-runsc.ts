@@ -8,6 +8,8 @@ import { join } from 'node:path';
 import {
   type GvisorHost,
   buildOciSpec,
+  volumesDir,
+  volumesMount,
   runscCommand as runCommand,
   runscGlobalArgs,
   runDetached,
@@ -81,11 +83,13 @@ export function bareRunsc(
     async bundle(net, source, resources) {
       const id = `bare-${String(seq++).padStart(6, '0')}`;
       const dir = join(opts.dir, 'bare', id);
-      await mkdir(dir, { recursive: true });
+      // The node's captures carry the volumes' mount point: a restore of one needs it (empty here).
+      await mkdir(volumesDir(dir), { recursive: true, mode: 0o700 });
       const spec = buildOciSpec({
         rootfs: source.rootfs,
         init: source.init,
         mounts: source.mounts,
+        volumes: volumesMount(dir),
         resources,
         netnsPath: net.netnsPath,
         hostname: source.hostname ?? 'aenv',

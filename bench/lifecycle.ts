@@ -231,21 +231,46 @@ async function pauseRows(bareCheckpoint: number[], bareRestore?: number[]): Prom
   });
 }
 
-async function snapshots(writer: boolean): Promise<{ api: number[]; held: number[]; idle: number }> {
+/**
+ * Snapshots through the SDK: how long the source is held, the answer (once this node can start
+ * from it), and how long after the answer the repository holds it (GET says `stored`), which each
+ * iteration waits for so that stores do not pile up.
+ */
+async function snapshots(
+  writer: boolean,
+): Promise<{ api: number[]; held: number[]; stored: number[]; idle: number }> {
   const sbx = await Sandbox.create(LONG);
   await startProbe(sbx, writer);
   await sleep(1000);
   const idle = await heldMs(sbx);
   const apiMs: number[] = [];
   const held: number[] = [];
+  const stored: number[] = [];
   for (let i = 0; i < ITER; i++) {
     await heldMs(sbx);
-    apiMs.push(await timeMs(() => sbx.createSnapshot()));
+    let id = '';
+    apiMs.push(await timeMs(async () => (id = (await sbx.createSnapshot()).snapshotId)));
+    stored.push(
+      await timeMs(async () => {
+        while ((await api('GET', `/snapshots/${id}`)).json.stored !== true) await sleep(2);
+      }),
+    );
     held.push(await heldMs(sbx));
     await sleep(300);
   }
   await sbx.kill();
-  return { api: apiMs, held, idle };
+  return { api: apiMs, held, stored, idle };
+}
+
+function snapshotRows(
+  what: string,
+  r: { api: number[]; held: number[]; stored: number[] },
+  checkpoint: number[],
+): void {
+  const base = { base: checkpoint, baseName: 'checkpoint --leave-running' };
+  rows.push({ name: `snapshot ${what}: held`, node: r.held, ...base });
+  rows.push({ name: `snapshot ${what}: API answer`, node: r.api, ...base });
+  rows.push({ name: `snapshot ${what}: stored after the answer`, node: r.stored });
 }
 
 async function forks(k: number, parent: Sandbox): Promise<number[]> {
@@ -366,31 +391,9 @@ async function main(): Promise<void> {
   await pauseRows(bare.checkpointStop, bare.restorePaused);
   rows.push({ name: 'kill', node: ck.kill, base: bare.delete, baseName: 'runsc delete --force' });
   const quiet = await snapshots(false);
-  rows.push({
-    name: 'snapshot quiet: held',
-    node: quiet.held,
-    base: bare.checkpointQuiet,
-    baseName: 'checkpoint --leave-running',
-  });
-  rows.push({
-    name: 'snapshot quiet: API answer',
-    node: quiet.api,
-    base: bare.checkpointQuiet,
-    baseName: 'checkpoint --leave-running',
-  });
   const busy = await snapshots(true);
-  rows.push({
-    name: 'snapshot writing 32 MB/s: held',
-    node: busy.held,
-    base: bare.checkpointWriting,
-    baseName: 'checkpoint --leave-running',
-  });
-  rows.push({
-    name: 'snapshot writing 32 MB/s: API answer',
-    node: busy.api,
-    base: bare.checkpointWriting,
-    baseName: 'checkpoint --leave-running',
-  });
+  snapshotRows('quiet', quiet, bare.checkpointQuiet);
+  snapshotRows('writing 32 MB/s', busy, bare.checkpointWriting);
   await forkRows(bare.forks);
   await poolRow(bare.restore);
   report({ idleQuiet: quiet.idle, idleBusy: busy.idle, deleteUnreaped: bare.deleteUnreaped });

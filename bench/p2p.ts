@@ -74,7 +74,11 @@ try {
   const sbx = await Sandbox.create({ timeoutMs: 600_000 });
   await sbx.commands.run(`head -c ${BLOB_MB}M /dev/urandom > /home/user/blob`, { timeoutMs: 300_000 });
   const sum = (await sbx.commands.run('sha256sum /home/user/blob')).stdout;
-  const snap = await sbx.createSnapshot({ requestTimeoutMs: 600_000 });
+  // Node B starts from it: the answer waits until the shared repository holds it.
+  const taken = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots?wait=stored`, {});
+  if (taken.status !== 201)
+    throw new Error(`snapshot on A failed: ${taken.status} ${JSON.stringify(taken.json)}`);
+  const snap = { snapshotId: String(taken.json.snapshotID) };
   await sbx.kill();
   console.log(`snapshot ${snap.snapshotId} taken on A (a ${BLOB_MB} MiB random file in the sandbox)`);
 

@@ -123,7 +123,12 @@ interface Result {
   restore: { cold: number[]; warm: number[]; capacity: number; sizes: number[] };
 }
 
-/** Snapshots through the SDK, with the repository's growth per snapshot. */
+/** Waits until the node's snapshot is in the repository (its answer came before that). */
+async function storedInRepository(id: string): Promise<void> {
+  while ((await api('GET', `/snapshots/${id}`)).json.stored !== true) await sleep(20);
+}
+
+/** Snapshots through the SDK (the answer's time), with the repository's growth per snapshot. */
 async function snapshots(sbx: Sandbox, n: number) {
   const ms: number[] = [];
   const growth: number[] = [];
@@ -132,6 +137,7 @@ async function snapshots(sbx: Sandbox, n: number) {
     const before = await dirBytes(STORE);
     let id = '';
     ms.push(await timeMs(async () => (id = (await sbx.createSnapshot()).snapshotId)));
+    await storedInRepository(id);
     growth.push((await dirBytes(STORE)) - before);
     ids.push(id);
     await sleep(300);

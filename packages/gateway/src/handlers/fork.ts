@@ -88,10 +88,13 @@ async function spill(
       ...(body !== undefined ? { body: Buffer.from(JSON.stringify(body)) } : {}),
       timeoutMs: ctx.startTimeoutMs,
     });
-  // Asked first: without the parent's settings no child may start elsewhere, and no snapshot is taken.
+  // Asked first: without the parent's settings no child may start elsewhere, and no snapshot is
+  // taken. The snapshot must be in the shared repository before other nodes start from it.
   const settings = await call('GET', `/sandboxes/${sandboxId}/fork`);
   const snap =
-    settings.status === 200 ? await call('POST', `/sandboxes/${sandboxId}/snapshots`, {}) : undefined;
+    settings.status === 200
+      ? await call('POST', `/sandboxes/${sandboxId}/snapshots?wait=stored`, {})
+      : undefined;
   if (settings.status !== 200 || snap?.status !== 201) {
     ctx.logger.warn(
       { sandboxId, settings: settings.status, snapshot: snap?.status },

@@ -149,6 +149,11 @@ export async function handleSnapshot(
   res: ClientResponse,
   sandboxId: string,
 ): Promise<void> {
+  // A node answers once it can start from the snapshot itself; any node of the cluster may be
+  // asked to next, so the answer waits until the shared repository holds it.
+  const url = new URL(req.url ?? '/', 'http://gateway');
+  url.searchParams.set('wait', 'stored');
+  req.url = url.pathname + url.search;
   const called = await callOnItsNode(ctx, req, res, sandboxId);
   if (!called) return;
   const { b, answer } = called;

@@ -45,11 +45,11 @@ const json = (status: number, body: unknown): NodeAnswer => ({
 });
 
 describe('a snapshot through the gateway', () => {
-  it('tells the scheduler which node holds it before the client hears of it', async () => {
+  it('waits for the shared repository, then tells the scheduler which node holds it before the client hears of it', async () => {
     const g = gateway(json(201, { snapshotID: 'snap1', names: ['mine'] }));
     await handleSnapshot(g.ctx, g.req, g.res, 's1');
     expect(g.log).toEqual([
-      'node a: POST /sandboxes/s1/snapshots',
+      'node a: POST /sandboxes/s1/snapshots?wait=stored',
       'scheduler: snap1 [mine] on a',
       'client: 201',
     ]);
@@ -58,7 +58,7 @@ describe('a snapshot through the gateway', () => {
   it('answers the node’s refusal as it is, telling the scheduler nothing', async () => {
     const g = gateway(json(409, { code: 409, message: 'sandbox is paused' }));
     await handleSnapshot(g.ctx, g.req, g.res, 's1');
-    expect(g.log).toEqual(['node a: POST /sandboxes/s1/snapshots', 'client: 409']);
+    expect(g.log).toEqual(['node a: POST /sandboxes/s1/snapshots?wait=stored', 'client: 409']);
   });
 
   it('still answers the snapshot when the scheduler cannot be told', async () => {

@@ -59,8 +59,8 @@ export const PauseBody = Type.Union([
   Type.Object({ memory: Type.Optional(Type.Boolean()) }, { additionalProperties: true }),
   Type.Null(),
 ]);
-/** `wait=stored`: answer once the pause is in the snapshot repository, not only on this node's disk. */
-export const PauseQuery = Type.Object({ wait: Type.Optional(Type.Literal('stored')) });
+/** `wait=stored` (a pause, a snapshot): answer once the shared repository holds it, not only this node. */
+export const WaitQuery = Type.Object({ wait: Type.Optional(Type.Literal('stored')) });
 export const RefreshBody = Type.Object({
   duration: Type.Optional(Type.Integer({ minimum: 0, maximum: 3600 })),
 });

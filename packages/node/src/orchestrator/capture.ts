@@ -2,25 +2,29 @@ import { withContext } from '@agentenv/common';
 import type { Capture } from '../runtime/index.js';
 import type { SandboxCore } from './core.js';
 import { filesSince, type SandboxRecord } from './record.js';
-import type { CaptureKind, SnapshotInfo } from './seams.js';
+import type { CaptureKind, SnapshotInfo, TakenSnapshot } from './seams.js';
+
+/** The lifecycle stage of a snapshot's store, ended once the shared repository holds it. */
+export const SNAPSHOT_STORE_STAGE = 'snapshot-store';
 
 /**
- * Snapshots of running sandboxes (stored in the catalogue) that leave them running: the source
- * is held only for the checkpoint. Forks capture the same way (fork.ts).
+ * Snapshots of running sandboxes that leave them running: the source is held only for the
+ * checkpoint, and the answer comes once this node can start from the snapshot; storing it in the
+ * shared repository runs on in the background. Forks capture the same way (fork.ts).
  */
 export class Capturer {
   constructor(private readonly core: SandboxCore) {}
 
   /**
    * Captures a running sandbox as a snapshot; the sandbox is paused only while its memory and
-   * filesystem are captured, then runs on with its id and end time unchanged.
+   * filesystem are captured, then runs on with its id and end time unchanged. `untilStored`: the
+   * answer waits for the repository, and a failure there fails it (the snapshot is then gone).
    */
-  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+  async snapshot(id: string, name: string | undefined, untilStored: boolean): Promise<SnapshotInfo> {
     const { source, capture } = await captureRunning(this.core, id, 'snapshot');
-    // Stored after the sandbox is running again: its users (and the proxy, which waits while a
-    // sandbox is in a transient state) wait for the checkpoint only, not for the upload.
+    let taken: TakenSnapshot;
     try {
-      const info = await this.core.d.snapshots.save(
+      taken = await this.core.d.snapshots.take(
         capture.dir,
         {
           names: name ? [name] : [],
@@ -34,15 +38,43 @@ export class Capturer {
         },
         source.envdAccessToken,
       );
-      this.core.logs.add(id, `snapshot ${info.snapshotID} taken`);
-      this.core.emit('snapshot', id, 'request', { snapshot_id: info.snapshotID });
-      return info;
     } catch (err) {
       this.core.failed('snapshot', id, err);
-      throw withContext(err, 'storing the snapshot failed');
+      throw withContext(err, 'keeping the snapshot failed');
     } finally {
       await this.core.d.captures.remove(capture.dir);
     }
+    const { snapshotID } = taken.info;
+    this.core.logs.add(id, `snapshot ${snapshotID} taken`);
+    this.core.emit('snapshot', id, 'request', { snapshot_id: snapshotID });
+    this.track(id, taken);
+    if (!untilStored) return taken.info;
+    try {
+      await taken.stored;
+    } catch (err) {
+      await this.core.d.snapshots.delete(snapshotID).catch(() => undefined);
+      throw withContext(err, 'storing the snapshot failed');
+    }
+    return { ...taken.info, stored: true };
+  }
+
+  /** After a restart: the snapshots a previous process took and did not store are stored now. */
+  storeLeftovers(): void {
+    for (const taken of this.core.d.snapshots.storeLeftovers()) this.track(undefined, taken);
+  }
+
+  /** A snapshot's store as background work (shutdown waits for it), timed as a lifecycle stage. */
+  private track(sandboxId: string | undefined, taken: TakenSnapshot): void {
+    const t0 = this.core.clock.now();
+    void this.core.background.run(SNAPSHOT_STORE_STAGE, sandboxId, async () => {
+      try {
+        await taken.stored;
+        this.core.d.observer.stage(SNAPSHOT_STORE_STAGE, this.core.clock.now() - t0);
+      } catch (err) {
+        this.core.d.observer.failed(SNAPSHOT_STORE_STAGE);
+        throw withContext(err, `storing snapshot ${taken.info.snapshotID} in the repository failed`);
+      }
+    });
   }
 }
 

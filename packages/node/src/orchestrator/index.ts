@@ -59,6 +59,7 @@ export type {
   SlotProvider,
   SnapshotCatalog,
   SnapshotInfo,
+  TakenSnapshot,
   SourceResolver,
 } from './seams.js';
 export { SandboxStore, RepositoryPauses, LocalCaptureDirs } from './persistence/index.js';

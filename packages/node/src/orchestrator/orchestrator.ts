@@ -227,9 +227,13 @@ export class Orchestrator {
     return this.resumer.connect(id, timeoutSecs, how);
   }
 
-  async snapshot(id: string, name?: string): Promise<SnapshotInfo> {
+  /**
+   * Answers once this node can start sandboxes from the snapshot; `untilStored`: once the shared
+   * repository holds it, so that every node can.
+   */
+  async snapshot(id: string, name?: string, untilStored = false): Promise<SnapshotInfo> {
     await this.ready(id);
-    return this.capturer.snapshot(id, name);
+    return this.capturer.snapshot(id, name, untilStored);
   }
 
   async fork(id: string, count: number, timeoutSecs: number | undefined): Promise<ForkResult[]> {
@@ -299,10 +303,11 @@ export class Orchestrator {
     await this.idle.wake(id);
   }
 
-  /** After a restart: see recovery.ts; pause uploads cut short start again. */
+  /** After a restart: see recovery.ts; pause uploads and snapshot stores cut short start again. */
   recover(): { paused: number; lost: string[] } {
     const result = recover(this.core);
     this.uploads.restartPending();
+    this.capturer.storeLeftovers();
     return result;
   }
 

@@ -46,16 +46,31 @@ export interface SnapshotInfo {
   filesSince?: string;
   createdAt: string;
   updatedAt: string;
+  /** Whether the shared repository holds it (every node may start from it); else this node only. */
+  stored: boolean;
+}
+
+/** A snapshot just taken: on this node at once, in the shared repository once `stored` settles. */
+export interface TakenSnapshot {
+  info: SnapshotInfo;
+  /** Settles once the repository holds the snapshot; rejects when storing it failed. */
+  stored: Promise<void>;
 }
 
 /** Where snapshots live (the local disk or the shared snapshot repository). */
 export interface SnapshotCatalog {
-  /** Takes ownership of a capture directory and records it; a name already in use → conflict. */
-  save(
+  /**
+   * Takes ownership of a capture directory as a new snapshot, which this node can start from at
+   * once and keeps across a restart; a name already in use → conflict. Storing it in the shared
+   * repository runs on (`stored`).
+   */
+  take(
     captureDir: string,
-    info: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt'>,
+    info: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt' | 'stored'>,
     envdToken?: string,
-  ): Promise<SnapshotInfo>;
+  ): Promise<TakenSnapshot>;
+  /** After a restart: stores again what a previous process took but did not store. */
+  storeLeftovers(): TakenSnapshot[];
   /** By id or name; undefined when unknown. */
   /** `release` must be called once the capture has been restored from. */
   find(

@@ -7,5 +7,6 @@ export { unmountBelow } from './gvisor/mounts.js';
 // The gVisor driver's own runsc calls, for the bare-runsc baseline of the benches.
 export { inspectGvisorHost, type GvisorHost } from './gvisor/host.js';
 export { buildOciSpec } from './gvisor/oci-spec.js';
+export { volumesDir, volumesMount } from './gvisor/volumes.js';
 export { runCommand as runscCommand, runscGlobalArgs, wrapForNetSysctlQuirk } from './gvisor/runsc.js';
 export { runDetached, reaperAvailable, DEFAULT_REAPER_PATH } from './gvisor/reaper.js';

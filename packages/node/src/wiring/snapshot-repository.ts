@@ -7,7 +7,10 @@ import {
   type RepositoryConfig,
 } from '@agentenv/snapshot';
 
-/** The repository `snapshot.repository_backend` names, opened, with this node's runtime cache. */
+/**
+ * The repository `snapshot.repository_backend` names, opened, with this node's runtime cache (not
+ * opened yet: the snapshot catalog pins what it holds first, RepositorySnapshotCatalog.open).
+ */
 export async function openSnapshotRepository(
   config: NodeConfig,
 ): Promise<{ store: SnapshotStore; cache: RuntimeCache }> {
@@ -41,7 +44,6 @@ export async function openSnapshotRepository(
       capacityBytes: Math.round(config.snapshot.cacheCapacityGb * 2 ** 30),
       store,
     });
-    await cache.open();
     return { store, cache };
   } catch (e) {
     if (e instanceof RepositoryConfigError) throw new ConfigError(e.message);

@@ -37,7 +37,12 @@ export async function openTemplates(
   const base = new BaseTemplate({ home, driver, network, toolsDir, logger });
 
   const { store: snapshotStore, cache: snapshotCache } = await openSnapshotRepository(config);
-  const snapshots = new RepositorySnapshotCatalog(snapshotStore, snapshotCache);
+  const snapshots = await RepositorySnapshotCatalog.open(
+    snapshotStore,
+    snapshotCache,
+    path.join(home, 'held-snapshots'),
+    logger,
+  );
 
   const limits = config.image;
   const unpackLimits = {

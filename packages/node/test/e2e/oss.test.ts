@@ -67,10 +67,20 @@ describe('a node with an S3 snapshot repository', () => {
 
     await s3!.close();
     s3 = undefined;
-    const failed = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots`, {});
+    // With S3 gone a snapshot asked to wait for the repository fails, and the sandbox runs on.
+    const failed = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots?wait=stored`, {});
     expect(failed.status).toBe(503);
     expect((failed.json as { message: string }).message).toMatch(/snapshot repository/);
     expect((await resumed.commands.run('echo still running')).stdout).toBe('still running\n');
+    // One not asked to wait is kept on this node, which starts sandboxes from it.
+    const local = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots`, {});
+    expect(local.status).toBe(201);
+    expect(local.json.stored).toBe(false);
+    const fromLocal = await Sandbox.create(local.json.snapshotID as string);
+    expect(await fromLocal.files.read('/home/user/where')).toBe('in-s3');
+    await fromLocal.kill();
+    expect((await api('GET', `/snapshots/${local.json.snapshotID as string}`)).json.stored).toBe(false);
+    expect((await api('DELETE', `/templates/${local.json.snapshotID as string}`)).status).toBe(204);
 
     // With S3 gone a pause stays on this node, and resumes from there.
     await resumed.pause();

@@ -78,6 +78,10 @@ describe('snapshots', () => {
       expect(listed.map((s) => s.snapshotId)).toContain(snap.snapshotId);
       const byName = await api('GET', `/snapshots/${snap.names[0] ?? snap.snapshotId}`);
       expect(byName.json.snapshotID).toBe(snap.snapshotId);
+      // Started from at once; the shared repository holds it a little later.
+      await eventually(async () =>
+        expect((await api('GET', `/snapshots/${snap.snapshotId}`)).json.stored).toBe(true),
+      );
     } finally {
       await Promise.all(kids.map((k) => k.kill()));
     }
@@ -170,13 +174,21 @@ describe('two nodes sharing a posix_fs snapshot repository', () => {
     rmSync(homeOf(other), { recursive: true, force: true });
   });
 
-  it('starts a sandbox on node B from a snapshot taken on node A', async () => {
+  it('starts a sandbox on node B from a snapshot taken on node A once the repository holds it', async () => {
     const src = await Sandbox.create();
     await src.files.write('/home/user/tag', 'made-on-a');
     const snap = await src.createSnapshot();
+    // Asked to wait, A answers once the repository holds the snapshot: B lists it at once.
+    const waited = await api('POST', `/sandboxes/${src.sandboxId}/snapshots?wait=stored`, {});
+    expect(waited.status).toBe(201);
+    expect(waited.json.stored).toBe(true);
+    const listedOnB = async () =>
+      ((await (await onB('GET', '/snapshots')).json()) as { snapshotID: string }[]).map((s) => s.snapshotID);
+    expect(await listedOnB()).toContain(waited.json.snapshotID);
     await src.kill();
-    const listed = (await (await onB('GET', '/snapshots')).json()) as { snapshotID: string }[];
-    expect(listed.map((s) => s.snapshotID)).toContain(snap.snapshotId);
+    // Not asked to wait, A answered before storing it; B finds it once A has.
+    await eventually(async () => expect(await listedOnB()).toContain(snap.snapshotId));
+    expect((await onB('DELETE', `/templates/${waited.json.snapshotID as string}`)).status).toBe(204);
     const created = await onB('POST', '/sandboxes', { templateID: snap.snapshotId });
     expect(created.status).toBe(201);
     const child = (await created.json()) as { sandboxID: string };

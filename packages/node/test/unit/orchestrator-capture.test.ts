@@ -34,7 +34,7 @@ describe('orchestrator: snapshot', () => {
 
   it('a repository failure is a 503 naming the repository; the capture goes, the sandbox runs', async () => {
     const { node, id, orch } = await running();
-    node.snapshots.faults.failNext('save');
+    node.snapshots.faults.failNext('take');
     const r = errorBody(await failure(orch.snapshot(id)));
     expect(r.status).toBe(503);
     expect(r.body.message).toMatch(/snapshot repository/);

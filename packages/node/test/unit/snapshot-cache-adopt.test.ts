@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRepository, RuntimeCache, SnapshotStore } from '@agentenv/snapshot';
 import { RepositorySnapshotCatalog } from '../../src/sources/snapshots.js';
@@ -12,6 +13,7 @@ const OTHER_FS = '/dev/shm';
 const ID_A = 'aenv-adopt0000000000000001';
 const ID_B = 'aenv-adopt0000000000000002';
 const ID_C = 'aenv-adopt0000000000000003';
+const quiet = pino({ level: 'silent' });
 
 const inodes = async (dir: string) => {
   const out: Record<string, { ino: number; nlink: number }> = {};
@@ -89,14 +91,13 @@ describe('runtime cache: adopting a capture taken on this node', () => {
     expect(c.has(ID_C)).toBe(false);
   });
 
-  it('a snapshot stands when the cache is full: stored, and rebuilt from the repository on first use', async () => {
+  it('a snapshot stands when the cache is full: stored before the answer, and rebuilt from the repository on first use', async () => {
     const c = cache(64 * 1024);
-    await c.open();
-    const catalog = new RepositorySnapshotCatalog(store, c);
+    const catalog = await RepositorySnapshotCatalog.open(store, c, join(work, 'held'), quiet);
     const dir = join(work, 'captures', 'snapshot-4');
     await writeCapture(dir, { 'pages.img': randomPages(32) });
     const digest = await captureDigest(dir);
-    const info = await catalog.save(dir, {
+    const { info } = await catalog.take(dir, {
       names: [],
       sourceSandboxId: 'sbx-full-cache',
       templateId: 'base',
@@ -105,13 +106,13 @@ describe('runtime cache: adopting a capture taken on this node', () => {
       diskSizeMB: 512,
       envdVersion: '0.0.0',
     });
+    expect(info.stored).toBe(true);
     expect(c.has(info.snapshotID)).toBe(false);
     expect((await catalog.list({ sandboxId: 'sbx-full-cache' })).map((s) => s.snapshotID)).toEqual([
       info.snapshotID,
     ]);
-    const roomy = cache();
-    await roomy.open();
-    const found = await new RepositorySnapshotCatalog(store, roomy).find(info.snapshotID);
+    const roomy = await RepositorySnapshotCatalog.open(store, cache(), join(work, 'held'), quiet);
+    const found = await roomy.find(info.snapshotID);
     expect(await captureDigest(found!.capture.dir)).toEqual(digest);
     found!.release?.();
   });

@@ -1,16 +1,19 @@
 import { AliasTakenError, RepositoryUnavailableError, type Capture } from '@agentenv/snapshot';
-import type { SnapshotCatalog, SnapshotInfo } from '@agentenv/node/server';
+import type { SnapshotCatalog, SnapshotInfo, TakenSnapshot } from '@agentenv/node/server';
 import type { FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
-export type SnapshotStep = 'save' | 'find' | 'list' | 'delete';
+export type SnapshotStep = 'take' | 'find' | 'list' | 'delete';
 
 interface Stored {
   info: SnapshotInfo;
   envdToken?: string;
 }
 
-/** Snapshots in memory; their captures live on the node's FakeDisk under `/snapshots/<id>`. */
+/**
+ * Snapshots in memory; their captures live on the node's FakeDisk under `/snapshots/<id>`. A
+ * snapshot is stored as it is taken.
+ */
 export class FakeSnapshotCatalog implements SnapshotCatalog {
   readonly faults = new Faults<SnapshotStep>(
     (s) =>
@@ -24,22 +27,26 @@ export class FakeSnapshotCatalog implements SnapshotCatalog {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async save(
+  async take(
     captureDir: string,
-    info: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt'>,
+    info: Omit<SnapshotInfo, 'snapshotID' | 'createdAt' | 'updatedAt' | 'stored'>,
     envdToken?: string,
-  ): Promise<SnapshotInfo> {
-    await this.faults.check('save');
+  ): Promise<TakenSnapshot> {
+    await this.faults.check('take');
     for (const name of info.names) {
       const holder = this.byName(name);
       if (holder) throw new AliasTakenError(name, holder.info.snapshotID);
     }
     const id = `snap${String(++this.seq).padStart(6, '0')}`;
     const at = new Date(this.now()).toISOString();
-    const full: SnapshotInfo = { ...info, snapshotID: id, createdAt: at, updatedAt: at };
+    const full: SnapshotInfo = { ...info, snapshotID: id, createdAt: at, updatedAt: at, stored: true };
     this.disk.move(captureDir, `/snapshots/${id}`);
     this.snapshots.set(id, { info: full, ...(envdToken ? { envdToken } : {}) });
-    return full;
+    return { info: full, stored: Promise.resolve() };
+  }
+
+  storeLeftovers(): TakenSnapshot[] {
+    return [];
   }
 
   async find(

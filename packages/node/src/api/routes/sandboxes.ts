@@ -28,7 +28,7 @@ import {
   NetworkUpdateBody,
   OptionalTimeoutBody,
   PauseBody,
-  PauseQuery,
+  WaitQuery,
   RefreshBody,
   SandboxParams,
   TimeoutBody,
@@ -175,7 +175,7 @@ export const sandboxRoutes: FastifyPluginAsyncTypebox<SandboxRoutesOptions> = as
 
   app.post(
     '/sandboxes/:sandboxID/pause',
-    { schema: { params: SandboxParams, body: PauseBody, querystring: PauseQuery } },
+    { schema: { params: SandboxParams, body: PauseBody, querystring: WaitQuery } },
     async (req, reply) => {
       const rec = orch.get(req.params.sandboxID);
       if (rec.state === 'paused')

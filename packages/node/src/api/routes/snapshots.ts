@@ -5,7 +5,7 @@ import type { Orchestrator, SnapshotCatalog, SnapshotInfo } from '../../orchestr
 import { createBodyOf } from '../create-body.js';
 import { errorBody } from '../errors.js';
 import { paginate } from '../pagination.js';
-import { SandboxParams } from '../schemas.js';
+import { WaitQuery, SandboxParams } from '../schemas.js';
 import { sandboxBody } from '../serialize.js';
 
 export interface SnapshotRoutesOptions {
@@ -24,6 +24,7 @@ const snapshotBody = (i: SnapshotInfo) => ({
   diskSizeMB: i.diskSizeMB,
   createdAt: i.createdAt,
   updatedAt: i.updatedAt,
+  stored: i.stored,
 });
 
 const Name = Type.String({ minLength: 1, maxLength: 128, pattern: '^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$' });
@@ -34,9 +35,15 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRoutesOptions> = 
 
   app.post(
     '/sandboxes/:sandboxID/snapshots',
-    { schema: { params: SandboxParams, body: Type.Optional(Type.Object({ name: Type.Optional(Name) })) } },
+    {
+      schema: {
+        params: SandboxParams,
+        querystring: WaitQuery,
+        body: Type.Optional(Type.Object({ name: Type.Optional(Name) })),
+      },
+    },
     async (req, reply) => {
-      const info = await orch.snapshot(req.params.sandboxID, req.body?.name);
+      const info = await orch.snapshot(req.params.sandboxID, req.body?.name, req.query.wait === 'stored');
       return reply.status(201).send(snapshotBody(info));
     },
   );
