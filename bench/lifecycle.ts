@@ -187,10 +187,13 @@ async function pauseResume(): Promise<{ pause: number[]; resume: number[] }> {
  * The pause window: how long after a pause answered its capture is in the snapshot repository
  * (GET says `pauseStored`), and a pause asked to answer only then (`?wait=stored`).
  */
-async function pauseWindow(): Promise<{ window: number[]; waitStored: number[] }> {
+async function pauseWindow(): Promise<{ window: number[]; waitStored: number[]; resumeStored: number[] }> {
   const sbx = await Sandbox.create(LONG);
   const window: number[] = [];
   const waitStored: number[] = [];
+  // A resume with nothing of its pause still running on the node (its upload ended).
+  const resumeStored: number[] = [];
+  const resume = async () => resumeStored.push(await timeMs(() => Sandbox.connect(sbx.sandboxId, LONG)));
   const stored = async () => (await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.pauseStored === true;
   for (let i = 0; i < ITER; i++) {
     await sbx.commands.run(`echo ${i} > /tmp/step`);
@@ -200,7 +203,7 @@ async function pauseWindow(): Promise<{ window: number[]; waitStored: number[] }
         while (!(await stored())) await sleep(2);
       }),
     );
-    await Sandbox.connect(sbx.sandboxId, LONG);
+    await resume();
     await sbx.commands.run(`echo ${i} > /tmp/step`);
     waitStored.push(
       await timeMs(async () => {
@@ -209,10 +212,10 @@ async function pauseWindow(): Promise<{ window: number[]; waitStored: number[] }
           throw new Error(`pause?wait=stored: ${r.status} ${JSON.stringify(r.json)}`);
       }),
     );
-    await Sandbox.connect(sbx.sandboxId, LONG);
+    await resume();
   }
   await sbx.kill();
-  return { window, waitStored };
+  return { window, waitStored, resumeStored };
 }
 
 /** Pause, resume (against a bare restore when measured) and the pause window. */
@@ -222,6 +225,7 @@ async function pauseRows(bareCheckpoint: number[], bareRestore?: number[]): Prom
   const restoreBase = bareRestore && { base: bareRestore, baseName: 'runsc restore → envd' };
   rows.push({ name: 'resume', node: pr.resume, ...restoreBase });
   const w = await pauseWindow();
+  rows.push({ name: 'resume once the pause is stored', node: w.resumeStored, ...restoreBase });
   rows.push({ name: 'pause: stored after the answer (window)', node: w.window });
   rows.push({
     name: 'pause?wait=stored',
