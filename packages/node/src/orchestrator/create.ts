@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { newSandboxId, withContext } from '@agentenv/common';
 import type { EnvdInit } from '@agentenv/protocol';
 import { initDefaults } from '../envd/index.js';
-import type { EgressRules } from '../network/index.js';
+import type { EgressRules, NetSlot } from '../network/index.js';
 import type { SandboxHandle, SandboxVolume } from '../runtime/index.js';
 import { envdAccessToken, trafficAccessToken } from '../security/index.js';
 import { isoTime } from '../util/index.js';
@@ -56,14 +56,18 @@ export class Creator {
     });
   }
 
-  /** A fork's child: admitted on its own, so that a refused child leaves its siblings be. */
+  /**
+   * A fork's child: admitted on its own, so that a refused child leaves its siblings be. `slot`
+   * gives it a network slot built ahead (called only once the child is admitted).
+   */
   child(
     template: ResolvedTemplate,
     input: CreateSandboxInput,
     parentSandboxId: string,
+    slot?: () => Promise<NetSlot>,
   ): Promise<SandboxRecord> {
     return this.admission.run({ kind: 'fork', resources: template.defaults }, () =>
-      this.launch(template, input, { parentSandboxId }),
+      this.launch(template, input, { parentSandboxId, slot }),
     );
   }
 
@@ -71,7 +75,7 @@ export class Creator {
   private async launch(
     template: ResolvedTemplate,
     input: CreateSandboxInput,
-    from: { pool?: SandboxWarmPool | undefined; parentSandboxId?: string },
+    from: { pool?: SandboxWarmPool | undefined; parentSandboxId?: string; slot?: () => Promise<NetSlot> },
   ): Promise<SandboxRecord> {
     const { d, clock } = this.core;
     const t0 = clock.now();
@@ -81,7 +85,7 @@ export class Creator {
     return this.core.mutex.run(id, async () => {
       const taken: Partial<Live> = {};
       try {
-        const { handle, slot } = await this.startInSlot(template, input, rec, from.pool, taken);
+        const { handle, slot } = await this.startInSlot(template, input, rec, from, taken);
         await d
           .envd(slot.hostAddress, handle.envdPort)
           .init(initFor(template, rec, clock.now(), input.volumeMounts), template.envdToken);
@@ -117,14 +121,16 @@ export class Creator {
     template: ResolvedTemplate,
     input: CreateSandboxInput,
     rec: SandboxRecord,
-    pool: SandboxWarmPool | undefined,
+    from: { pool?: SandboxWarmPool | undefined; slot?: () => Promise<NetSlot> },
     taken: Partial<Live>,
   ): Promise<Live> {
     const { d } = this.core;
-    const pooled = pool && (await this.fromPool(pool, template, rec, taken));
+    const pooled = from.pool && (await this.fromPool(from.pool, template, rec, taken));
     if (pooled) return pooled;
     const volumes = sandboxVolumes(input.volumeMounts);
-    const slot = (taken.slot = await d.slots.acquire(rec.egress));
+    // A slot built ahead that failed is built again here.
+    const ahead = from.slot?.().catch(() => undefined);
+    const slot = (taken.slot = (await ahead) ?? (await d.slots.acquire(rec.egress)));
     const common = { resources: template.defaults, net: slot, volumes };
     const handle: SandboxHandle = template.boot
       ? await d.driver.start({ ...template.boot, ...common })

@@ -103,6 +103,28 @@ describe('orchestrator: fork', () => {
     await failure(orch.fork(id, 2, undefined));
     expect(orch.get(id).state).toBe('running');
     expect(orch.list()).toHaveLength(1);
+    // The slots built for the children are given back.
+    expect(node.slots.used).toBe(1);
+  });
+
+  it('builds the network slots of the children while the parent is checkpointed, not after', async () => {
+    const { node, id, orch } = await running();
+    const held = node.driver.faults.hold('checkpoint');
+    const fork = orch.fork(id, 3, undefined);
+    await held.reached;
+    await new Promise((r) => setImmediate(r));
+    expect(node.slots.used).toBe(4);
+    held.release();
+    expect((await fork).every((r) => 'sandbox' in r)).toBe(true);
+    expect(node.slots.used).toBe(4);
+  });
+
+  it('a child whose slot built ahead failed builds its own', async () => {
+    const { node, id, orch } = await running();
+    node.slots.faults.failNext('acquire');
+    const results = await orch.fork(id, 2, undefined);
+    expect(results.every((r) => 'sandbox' in r)).toBe(true);
+    expect(node.slots.used).toBe(3);
   });
 
   it('holds the parent in forking only for the checkpoint', async () => {
