@@ -50,6 +50,8 @@ export interface SnapshotInfo {
   diskSizeMB?: number;
   createdAt?: string;
   updatedAt?: string;
+  /** Whether the shared repository holds it (every node can start from it). */
+  stored?: boolean;
 }
 
 export interface TemplateBuildSummary {

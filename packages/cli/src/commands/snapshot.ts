@@ -11,6 +11,7 @@ export const SNAPSHOT_COLUMNS: Column<SnapshotInfo>[] = [
   { header: 'CPU', value: (s) => (s.cpuCount === undefined ? '-' : String(s.cpuCount)), align: 'right' },
   { header: 'MEMORY', value: (s) => (s.memoryMB === undefined ? '-' : `${s.memoryMB} MiB`), align: 'right' },
   { header: 'CREATED', value: (s) => formatTime(s.createdAt) },
+  { header: 'STORED', value: (s) => (s.stored === undefined ? '-' : s.stored ? 'yes' : 'no') },
 ];
 
 export function registerSnapshotCommands(program: Command): void {
@@ -33,12 +34,21 @@ Examples:
     .description('snapshot a running sandbox (it keeps running)')
     .argument('<id>', 'sandbox id')
     .option('-n, --name <name>', 'a name for the snapshot')
-    .addHelpText('after', '\nExample:\n  aenv snapshot create i2k3lf0q8w7x1c9m4n5b --name warm-python')
-    .action(async (id: string, opts: { name?: string }, cmd: Command) => {
+    .option(
+      '--wait',
+      'answer once the shared snapshot repository holds it, so that every node can start from it',
+    )
+    .addHelpText(
+      'after',
+      '\nA node answers once it can start sandboxes from the snapshot itself; STORED in `aenv snapshot ls`\n' +
+        'says when every node sharing its repository can.\n\n' +
+        'Example:\n  aenv snapshot create i2k3lf0q8w7x1c9m4n5b --name warm-python',
+    )
+    .action(async (id: string, opts: { name?: string; wait?: boolean }, cmd: Command) => {
       const ctx = contextOf(cmd);
       const api = await ctx.api();
       const res = await api.post<SnapshotInfo>(
-        `/sandboxes/${encodeURIComponent(id)}/snapshots`,
+        `/sandboxes/${encodeURIComponent(id)}/snapshots${opts.wait ? '?wait=stored' : ''}`,
         opts.name ? { name: opts.name } : {},
         { feature: 'snapshots (POST /sandboxes/{id}/snapshots)' },
       );

@@ -369,14 +369,16 @@ describe('fork and snapshots', () => {
   it('snapshots a sandbox, lists it, starts from it and removes it', async () => {
     await aenv(['exec', sandboxId, '--', 'echo snap-state > /home/user/snap-marker']);
     const name = `cli-snap-${randomBytes(3).toString('hex')}`;
-    const snap = await aenvJson<{ snapshotID: string; names: string[] }>([
+    const snap = await aenvJson<{ snapshotID: string; names: string[]; stored: boolean }>([
       'snapshot',
       'create',
       sandboxId,
       '--name',
       name,
+      '--wait',
     ]);
     expect(snap.names).toContain(name);
+    expect(snap.stored).toBe(true);
     const listed = await aenvJson<{ snapshotID: string }[]>(['snapshot', 'ls', '--sandbox-id', sandboxId]);
     expect(listed.map((s) => s.snapshotID)).toContain(snap.snapshotID);
     const table = await aenv(['snapshot', 'ls', '-o', 'table']);
@@ -387,6 +389,7 @@ describe('fork and snapshots', () => {
       'CPU',
       'MEMORY',
       'CREATED',
+      'STORED',
     ]);
 
     const fromSnap = await aenvJson<{ sandboxID: string }>(['start', name, '-d']);
