@@ -5,6 +5,7 @@ import { Limiter } from '@agentenv/common';
 import type { SlotNames } from './naming.js';
 import { applyEgress, destroySlotNetwork, resetSandboxInterface, type SlotSpec } from './slot-ops.js';
 import type { EgressRules, NetSlot } from './slot.js';
+import { sameEgress } from './egress.js';
 
 /**
  * A slot as the manager hands it out. Operations on one slot (egress changes, reset, teardown) run
@@ -58,6 +59,8 @@ export class ManagedSlot implements NetSlot, SlotSpec {
   applyEgress(egress: EgressRules): Promise<void> {
     return this.#queue.run(async () => {
       this.#assertLive();
+      // The rules in place already (a pooled slot handed out with the default ones): nothing to do.
+      if (sameEgress(this.#egress, egress)) return;
       await applyEgress(this.#ctx, this, egress);
       this.#egress = egress;
     });
