@@ -51,6 +51,8 @@ export interface StoreCaptureOptions {
   readonly meta?: Readonly<Record<string, unknown>>;
   /** Names to take for the snapshot (AliasTakenError when one is another snapshot's). */
   readonly aliases?: readonly string[];
+  /** Stops the store (it then rejects with the signal's reason and commits nothing). */
+  readonly signal?: AbortSignal;
 }
 
 export interface StoredSnapshot {
@@ -81,7 +83,7 @@ const GC_BATCH = 64;
 
 /** Non-library errors as library ones: `invalid` for a bad capture, `io` for local disk trouble. */
 function wrap(e: unknown, what: string, code: 'invalid' | 'io' = 'invalid'): never {
-  if (e instanceof SnapshotError) throw e;
+  if (e instanceof SnapshotError || (e as Error).name === 'AbortError') throw e;
   if (code === 'invalid') throw new SnapshotInvalidError(`${what}: ${(e as Error).message}`, { cause: e });
   throw new SnapshotError(code, `${what}: ${(e as Error).message}`, { cause: e });
 }
@@ -163,7 +165,7 @@ export class SnapshotStore {
     }
     const files: ManifestFile[] = [];
     for (const f of capture.meta.files) {
-      files.push(await this.chunkFile(join(capture.dir, f.name), f.name, f.bytes, up));
+      files.push(await this.chunkFile(join(capture.dir, f.name), f.name, f.bytes, up, opts.signal));
     }
     const manifest: Manifest = {
       format: MANIFEST_FORMAT,
@@ -177,6 +179,7 @@ export class SnapshotStore {
     await up.drain();
     const bytesTotal = files.reduce((n, f) => n + f.bytes, 0);
     const record: SnapshotRecord = { ...base, manifest: manifestHash, bytesTotal };
+    opts.signal?.throwIfAborted();
     await this.repository.commit(record, opts.aliases ?? []);
     this.remember(manifestHash, manifest);
     return {
@@ -190,7 +193,13 @@ export class SnapshotStore {
     };
   }
 
-  private async chunkFile(path: string, name: string, bytes: number, up: Uploader): Promise<ManifestFile> {
+  private async chunkFile(
+    path: string,
+    name: string,
+    bytes: number,
+    up: Uploader,
+    signal: AbortSignal | undefined,
+  ): Promise<ManifestFile> {
     const mode = chunkModeFor(bytes, this.chunking);
     const chunker = new Chunker(this.chunking, mode);
     const chunks: ChunkRef[] = [];
@@ -201,6 +210,7 @@ export class SnapshotStore {
     };
     try {
       for await (const data of createReadStream(path, { highWaterMark: READ_CHUNK })) {
+        signal?.throwIfAborted();
         for (const c of chunker.push(data as Buffer)) await take(c);
       }
       for (const c of chunker.end()) await take(c);

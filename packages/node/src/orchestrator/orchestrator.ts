@@ -224,6 +224,8 @@ export class Orchestrator {
   /** Resumes a paused sandbox (or only extends a running one's life); true when it resumed. */
   async connect(id: string, timeoutSecs: number, how: ConnectOptions = {}): Promise<boolean> {
     await this.idle.wake(id);
+    // The pause's upload would only be dropped once it resumes, and slows the restore meanwhile.
+    this.uploads.cancel(id);
     return this.resumer.connect(id, timeoutSecs, how);
   }
 
@@ -242,6 +244,7 @@ export class Orchestrator {
   }
 
   kill(id: string, reason: LifecycleReason = 'request'): Promise<void> {
+    this.uploads.cancel(id);
     return this.killer.kill(id, reason);
   }
 

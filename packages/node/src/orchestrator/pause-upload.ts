@@ -17,6 +17,8 @@ export const PAUSE_UPLOAD_STAGE = 'pause-upload';
 
 export class PauseUploads {
   private readonly sealer: PauseSealer;
+  /** The uploads under way, by sandbox: a resume or a kill stops its sandbox's. */
+  private readonly running = new Map<string, AbortController>();
 
   constructor(private readonly core: SandboxCore) {
     this.sealer = PauseSealer.forNode(core.d.config.apiKey, core.d.nodeSecret);
@@ -35,6 +37,15 @@ export class PauseUploads {
   }
 
   /**
+   * Stops a sandbox's upload (its resume or kill is about to make it obsolete), so that it does
+   * not take the CPU the resume needs. An upload stopped while the sandbox stays paused (the
+   * resume failed) starts again.
+   */
+  cancel(sandboxId: string): void {
+    this.running.get(sandboxId)?.abort();
+  }
+
+  /**
    * Resolves once no background work runs, uploads started meanwhile included (shutdown waits so
    * the repository holds every pause).
    */
@@ -48,18 +59,27 @@ export class PauseUploads {
     if (!rec || !isPending(rec)) return;
     const dir = rec.captureDir;
     const t0 = this.core.clock.now();
+    const stop = new AbortController();
+    this.running.set(sandboxId, stop);
     let pauseId: string | undefined;
     let failure: unknown;
     try {
-      pauseId = await d.pauses.save(dir, this.sealer.seal(rec), rec.pauseId);
+      pauseId = await d.pauses.save(dir, this.sealer.seal(rec), rec.pauseId, stop.signal);
     } catch (err) {
       failure = err;
+    } finally {
+      if (this.running.get(sandboxId) === stop) this.running.delete(sandboxId);
     }
     await this.core.mutex.run(sandboxId, async () => {
       const cur = d.store.get(sandboxId);
       if (!cur || !isPending(cur) || cur.captureDir !== dir) {
         // Resumed, paused again or killed meanwhile: this pause is nobody's state any more.
         if (pauseId) await this.core.dropPause(sandboxId, pauseId);
+        return;
+      }
+      if (!pauseId && stop.signal.aborted) {
+        // Stopped for a resume that did not happen: the sandbox is still paused, with this capture.
+        void this.start(sandboxId);
         return;
       }
       if (pauseId) await this.stored(cur, dir, pauseId);

@@ -136,9 +136,9 @@ export interface PauseRepository {
   /**
    * Stores a pause capture (the directory is left where it is); returns its id. The pause is
    * claimed for this node before it is visible to any other, so no node can take it over until
-   * this one lets it go (release).
+   * this one lets it go (release). `signal` stops it: nothing is stored and the claim is gone.
    */
-  save(captureDir: string, pause: SealedPause, parent?: string): Promise<string>;
+  save(captureDir: string, pause: SealedPause, parent?: string, signal?: AbortSignal): Promise<string>;
   /** Lets go of the claim of a pause this node holds: whichever node resumes it first takes it. */
   release(pauseId: string): Promise<void>;
   /**

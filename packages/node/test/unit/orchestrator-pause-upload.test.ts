@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { FakeNode, FakePauses } from '@agentenv/test-support/fakes';
+import { FakeNode, FakePauses, type FakeNodeOptions } from '@agentenv/test-support/fakes';
 import { pauseStored } from '../../src/orchestrator/index.js';
 
 /** A node with one running sandbox holding `mem: 1`, and the next repository save held. */
-async function pausingWithUploadHeld() {
-  const { node, id, orch } = await FakeNode.withRunning({}, {}, { mem: '1' });
+async function pausingWithUploadHeld(opts: FakeNodeOptions = {}) {
+  const { node, id, orch } = await FakeNode.withRunning(opts, {}, { mem: '1' });
   const save = node.storage.faults.hold('save');
   await orch.pause(id);
   await save.reached;
@@ -47,7 +47,21 @@ describe('orchestrator: pause answers before the repository upload', () => {
     expect(orch.get(id).state).toBe('running');
     expect(orch.get(id).pauseId).toBeUndefined();
     expect(node.storage.pauses.size).toBe(0);
+    // The resume stopped the upload before it stored anything.
+    expect(node.storage.faults.calls('committed')).toBe(0);
     expect(node.captures.of(id)).toEqual([]);
+  });
+
+  it('an upload stopped for a resume that is refused starts again, and the pause gets stored', async () => {
+    const { node, id, orch, save } = await pausingWithUploadHeld({ maxSandboxes: 1 });
+    expect((await node.create()).state).toBe('running');
+    expect(await orch.connect(id, 60).catch((e: unknown) => e)).toBeInstanceOf(Error);
+    save.release();
+    await orch.backgroundIdle(id);
+    const rec = orch.get(id);
+    expect(rec).toMatchObject({ state: 'paused' });
+    expect(rec.uploadPending).toBeUndefined();
+    expect(node.storage.pauses.has(rec.pauseId!)).toBe(true);
   });
 
   it('a pause after such a resume stores the newer capture, never the older', async () => {

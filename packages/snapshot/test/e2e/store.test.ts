@@ -162,6 +162,17 @@ for (const b of backends) {
       );
     });
 
+    it('stops a store when asked and commits nothing', async () => {
+      const c = join(work, 'stopped');
+      await writeCapture(c, { 'pages.img': randomPages(64) });
+      const stop = new AbortController();
+      stop.abort();
+      await expect(
+        store.storeCapture(c, { id: 'aenv-stopped000000000000001', signal: stop.signal }),
+      ).rejects.toThrow(/aborted/);
+      expect(await repo.getRecord('aenv-stopped000000000000001')).toBeNull();
+    });
+
     it('collects the blobs only deleted snapshots used', async () => {
       const r = await b.make('gc');
       await r.open();

@@ -43,8 +43,9 @@ export class FakePauses implements PauseRepository {
     return `/cache/${pauseId}`;
   }
 
-  async save(captureDir: string, pause: SealedPause, parent?: string): Promise<string> {
+  async save(captureDir: string, pause: SealedPause, parent?: string, signal?: AbortSignal): Promise<string> {
     await this.storage.faults.check('save');
+    signal?.throwIfAborted();
     const capture = this.disk.read(captureDir);
     if (!capture?.complete) throw new Error(`fake pauses: no capture at ${captureDir}`);
     const id = `pause${String(this.storage.seq + 1).padStart(6, '0')}`;

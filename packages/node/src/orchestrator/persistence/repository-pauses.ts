@@ -29,7 +29,7 @@ export class RepositoryPauses implements PauseRepository {
     this.owner = `node-${createHash('sha256').update(`pause-owner:${nodeSecret}`).digest('hex').slice(0, 16)}`;
   }
 
-  async save(captureDir: string, pause: SealedPause, parent?: string): Promise<string> {
+  async save(captureDir: string, pause: SealedPause, parent?: string, signal?: AbortSignal): Promise<string> {
     // Claimed before its record exists: no other node ever sees the pause unclaimed, so none can
     // resume it while this node may still resume the sandbox from its local capture.
     const id = newSandboxId();
@@ -42,6 +42,7 @@ export class RepositoryPauses implements PauseRepository {
         ...(parent ? { parent } : {}),
         labels: { sandboxId: pause.sandbox.sandboxId, kind: KIND },
         meta: { [SEALED_RECORD]: pause.sandbox, [SECRETS]: pause.sealed },
+        ...(signal ? { signal } : {}),
       });
     } catch (err) {
       await repo.deleteClaim(claimName(id)).catch(() => undefined);
