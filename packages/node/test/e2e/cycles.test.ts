@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import { eventually, stressRounds } from '@agentenv/test-support';
 import { api, NODE_TAG, RUNTIME_PATH, useTestServer } from '@agentenv/test-support/server';
 
 useTestServer({ AENV_POOL_SIZE: '0' });
@@ -33,8 +33,11 @@ function footprint() {
   };
 }
 
-/** Four at a time: kills overlap creates, where a leak from a race would show. */
-const CYCLES = 48;
+/**
+ * Four at a time: kills overlap creates, where a leak from a race would show. A leak per cycle
+ * shows after a few rounds; AENV_TEST_STRESS=1 runs twelve to hunt a rarer race.
+ */
+const CYCLES = stressRounds(16, 48);
 
 describe('create/kill cycles', () => {
   it(`leaks no processes, namespaces, links, mounts or rules after ${CYCLES} cycles`, async () => {

@@ -1,28 +1,36 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
+import { rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
-import { eventually } from '@agentenv/test-support';
+import { eventually, stressRounds } from '@agentenv/test-support';
 import {
   api,
-  cleanSandboxes,
+  apiAt,
+  homeOf,
   nearInstance,
   RUNTIME_PATH,
   startServer,
+  urlOf,
   useTestServer,
 } from '@agentenv/test-support/server';
 
 const node = useTestServer();
+/**
+ * Snapshot commits killed at a random moment: each is a new random point, a few find what a
+ * broken commit protocol does; AENV_TEST_STRESS=1 tries more.
+ */
+const SNAPSHOT_CRASHES = stressRounds(2, 8);
 /** A delay that is the point of a test: a crash at that moment of the work in flight. */
 const after = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** The file's node started again as it was (a pool of one), with `env` on top. */
-const startAgain = (env: Record<string, string> = {}) => startServer({ ...node.env, ...env });
+/** The file's node started again as it was (a pool of one). */
+const startAgain = () => startServer(node.env);
 
-async function restart(signal: 'SIGTERM' | 'SIGKILL', env: Record<string, string> = {}): Promise<void> {
+async function restart(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
   await node.server.stop(signal);
-  node.server = await startAgain(env);
+  node.server = await startAgain();
 }
 
 /** runsc sandboxes of a node's runtime dir (the test node's by default) that are still alive. */
@@ -32,8 +40,11 @@ function runscLeft(runtimePath = RUNTIME_PATH): string[] {
 }
 
 describe('node restarts', () => {
-  it('keeps a paused sandbox across a restart, with its memory and files', async () => {
-    const sbx = await Sandbox.create();
+  it('keeps a paused sandbox with its memory and files, and pauses running ones on SIGTERM, across a restart', async () => {
+    const [sbx, running] = await Promise.all([
+      Sandbox.create(),
+      Promise.all([1, 2].map(() => Sandbox.create())),
+    ]);
     await sbx.files.write('/home/user/kept.txt', 'across restarts');
     await sbx.commands.run(
       "python3 -c \"import time\nn=0\nwhile True:\n  n+=1\n  open('/tmp/py','w').write(str(n))\n  time.sleep(0.1)\"",
@@ -46,6 +57,8 @@ describe('node restarts', () => {
       Number((await s.commands.run('cat /tmp/py 2>/dev/null || echo 0')).stdout);
     await eventually(async () => expect(await counted(sbx)).toBeGreaterThan(1));
     await sbx.pause();
+    await Promise.all(running.map((s, i) => s.files.write('/tmp/who', `sandbox ${i}`)));
+    // One restart for both: the paused sandbox is kept, the running ones are paused by the stop.
     await restart('SIGTERM');
     const again = await Sandbox.connect(sbx.sandboxId);
     expect(await again.files.read('kept.txt')).toBe('across restarts');
@@ -53,17 +66,11 @@ describe('node restarts', () => {
     // The process kept running across the pause and the restart.
     await eventually(async () => expect(await counted(again)).toBeGreaterThan(a));
     await again.kill();
-  });
-
-  it('pauses running sandboxes on SIGTERM so they resume after the restart', async () => {
-    const sbxs = await Promise.all([1, 2].map(() => Sandbox.create()));
-    await Promise.all(sbxs.map((s, i) => s.files.write('/tmp/who', `sandbox ${i}`)));
-    await restart('SIGTERM');
-    for (const [i, s] of sbxs.entries()) {
+    for (const [i, s] of running.entries()) {
       expect((await api('GET', `/sandboxes/${s.sandboxId}`)).json.state).toBe('paused');
-      const again = await Sandbox.connect(s.sandboxId);
-      expect(await again.files.read('/tmp/who')).toBe(`sandbox ${i}`);
-      await again.kill();
+      const resumed = await Sandbox.connect(s.sandboxId);
+      expect(await resumed.files.read('/tmp/who')).toBe(`sandbox ${i}`);
+      await resumed.kill();
     }
   });
 
@@ -99,7 +106,7 @@ describe('node restarts', () => {
 
   it('after crashes at random points of snapshot commits, every listed snapshot restores', async () => {
     const taken: string[] = [];
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < SNAPSHOT_CRASHES; i++) {
       const sbx = await Sandbox.create();
       await sbx.files.write('/tmp/mark', `snap ${i}`);
       const snapshotting = api('POST', `/sandboxes/${sbx.sandboxId}/snapshots`, { name: `crash-${i}` }).catch(
@@ -141,16 +148,25 @@ describe('node restarts', () => {
   });
 
   it('answers creates beyond capacity with 429 and Retry-After instead of timing out', async () => {
-    await restart('SIGTERM', { AENV_MAX_SANDBOXES: '2', AENV_POOL_SIZE: '0' });
-    const results = await Promise.all(
-      Array.from({ length: 4 }, () => api('POST', '/v2/sandboxes', { templateID: 'base' })),
-    );
-    const statuses = results.map((r) => r.status).sort();
-    expect(statuses).toEqual([201, 201, 429, 429]);
-    const refused = results.find((r) => r.status === 429)!;
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect(refused.json.message).toMatch(/maximum/);
-    await cleanSandboxes();
-    await restart('SIGTERM');
+    // A node of its own, so this file's node keeps its settings for the other tests.
+    const other = nearInstance(4);
+    const small = await startServer({ AENV_MAX_SANDBOXES: '2', AENV_POOL_SIZE: '0' }, other);
+    const onSmall = apiAt(urlOf(other));
+    let results: Awaited<ReturnType<typeof onSmall>>[] = [];
+    try {
+      results = await Promise.all(
+        Array.from({ length: 4 }, () => onSmall('POST', '/v2/sandboxes', { templateID: 'base' })),
+      );
+      const statuses = results.map((r) => r.status).sort();
+      expect(statuses).toEqual([201, 201, 429, 429]);
+      const refused = results.find((r) => r.status === 429)!;
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      expect(refused.json.message).toMatch(/maximum/);
+    } finally {
+      for (const r of results.filter((r) => r.status === 201))
+        await onSmall('DELETE', `/sandboxes/${r.json.sandboxID as string}`);
+      await small.stop();
+      rmSync(homeOf(other), { recursive: true, force: true });
+    }
   });
 });

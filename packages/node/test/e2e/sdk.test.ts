@@ -213,8 +213,11 @@ describe('the E2B SDK against aenv-server', () => {
 
 describe('TTL', () => {
   it('pauses a sandbox whose timeout passed, or kills it with autoPause off', async () => {
-    const paused = await Sandbox.create({ timeoutMs: 5_000 });
-    const killed = await Sandbox.create({ timeoutMs: 5_000, lifecycle: { onTimeout: 'kill' } });
+    // Nothing runs in them after the create: a timeout of two seconds is all the test waits for.
+    const [paused, killed] = await Promise.all([
+      Sandbox.create({ timeoutMs: 2_000 }),
+      Sandbox.create({ timeoutMs: 2_000, lifecycle: { onTimeout: 'kill' } }),
+    ]);
     try {
       await eventually(
         async () => {

@@ -18,7 +18,7 @@ import {
   destroyAllTestNets,
   type TestNet,
 } from '@agentenv/test-support/runtime';
-import { eventually } from '@agentenv/test-support';
+import { eventually, stressRounds } from '@agentenv/test-support';
 
 /**
  * The same behaviour is required of every runtime driver: `conformance(name, made)` runs the
@@ -60,6 +60,12 @@ const cases: DriverCase[] = [
 ];
 
 const SMALL: Resources = { cpuCount: 1, memoryMB: 512, diskSizeMB: 512 };
+/**
+ * Restores of one capture at once: a few prove them independent of each other and of the source
+ * (the node's sixteen forks at once are its e2e suite's, snapshots.test.ts); AENV_TEST_STRESS=1
+ * restores sixteen here too.
+ */
+const RESTORES = stressRounds(4, 16);
 
 for (const c of cases) conformance(c.name, await c.make());
 
@@ -157,7 +163,7 @@ function conformance(name: string, made: MadeDriver): void {
 
     // A background process that keeps a secret only in memory and a counter; it writes both to
     // /tmp/state when /tmp/dump appears, so the test can read its memory from outside. It looks
-    // every 50 ms: seventeen copies of it run at once below, and a tighter loop starves the host.
+    // every 50 ms: up to seventeen copies of it run at once below, and a tighter loop starves the host.
     const COUNTER =
       "nohup python3 -c \"import os,time,random\ns=random.getrandbits(60);n=0\nwhile True:\n n+=1\n if os.path.exists('/tmp/dump'):\n  open('/tmp/state.tmp','w').write(f'{s} {n}');os.rename('/tmp/state.tmp','/tmp/state');os.remove('/tmp/dump')\n time.sleep(0.05)\" >/dev/null 2>&1 &";
     const readMemory = async (envd: EnvdClient): Promise<{ secret: string; n: number }> => {
@@ -197,10 +203,10 @@ function conformance(name: string, made: MadeDriver): void {
       await kill(child);
     });
 
-    it('16 restores of one capture are independent while the source keeps running', async () => {
+    it(`${RESTORES} restores of one capture are independent while the source keeps running`, async () => {
       const t = Date.now();
-      const children = await Promise.all(Array.from({ length: 16 }, () => restore(forkCapture)));
-      console.log(`[conformance] ${name}: 16 parallel restores ready in ${Date.now() - t} ms`);
+      const children = await Promise.all(Array.from({ length: RESTORES }, () => restore(forkCapture)));
+      console.log(`[conformance] ${name}: ${RESTORES} parallel restores ready in ${Date.now() - t} ms`);
       const clients = children.map(client);
       await Promise.all(
         clients.map((e, i) => e.run(`echo child-${i} > /tmp/who; echo ${i} >> /home/user/notes.txt`)),

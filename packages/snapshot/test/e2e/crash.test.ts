@@ -3,7 +3,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createRepository, SnapshotStore, type RepositoryConfig } from '../../src/index.js';
-import { eventually } from '@agentenv/test-support';
+import { eventually, stressRounds } from '@agentenv/test-support';
 import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snapshot';
 
 /**
@@ -14,7 +14,8 @@ import { fileFixtures, spawnChild, waitExit } from '@agentenv/test-support/snaps
  */
 const fx = fileFixtures();
 
-const ROUNDS = 4;
+/** Each round kills two writers at a new random moment; AENV_TEST_STRESS=1 tries more of them. */
+const ROUNDS = stressRounds(2, 8);
 
 for (const backend of ['posix_fs', 'oss'] as const) {
   describe(`snapshot repository crash consistency: ${backend}`, () => {

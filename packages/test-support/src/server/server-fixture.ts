@@ -164,30 +164,32 @@ export function useSdkEnv(url = URL_BASE): void {
   delete process.env.E2B_DEBUG;
 }
 
-export async function api(
-  method: string,
-  path: string,
-  body?: unknown,
-  headers: Record<string, string> = {},
-) {
-  const r = await fetch(`${apiBase}${path}`, {
-    method,
-    headers: {
-      'x-api-key': API_KEY,
-      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-      ...headers,
-    },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-  });
-  const text = await r.text();
-  let json: unknown;
-  try {
-    json = text ? JSON.parse(text) : undefined;
-  } catch {
-    json = text;
-  }
-  return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
+/** The API of the node at `base` (another instance's `urlOf(n)`), called like api(). */
+export function apiAt(base: string) {
+  return async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
+    const r = await fetch(`${base}${path}`, {
+      method,
+      headers: {
+        'x-api-key': API_KEY,
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        ...headers,
+      },
+      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    });
+    const text = await r.text();
+    let json: unknown;
+    try {
+      json = text ? JSON.parse(text) : undefined;
+    } catch {
+      json = text;
+    }
+    return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
+  };
 }
+
+/** The test node's API (the one useSdkEnv points at): status, headers and the parsed body. */
+export const api = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  apiAt(apiBase)(method, path, body, headers);
 
 /** Kills every sandbox the server knows and removes its record database. */
 export async function cleanSandboxes(): Promise<void> {
