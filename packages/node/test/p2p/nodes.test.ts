@@ -111,7 +111,10 @@ describe('P2P chunk exchange between two nodes', () => {
     // Random bytes, so no chunk of it is shared with anything else.
     await sbx.commands.run('head -c 32M /dev/urandom > /home/user/blob');
     blobSum = (await sbx.commands.run('sha256sum /home/user/blob')).stdout;
-    snapshotId = (await sbx.createSnapshot()).snapshotId;
+    // Node B starts from it: the answer waits until the shared repository holds it.
+    const taken = await api('POST', `/sandboxes/${sbx.sandboxId}/snapshots?wait=stored`, {});
+    expect(taken.status, JSON.stringify(taken.json)).toBe(201);
+    snapshotId = String(taken.json.snapshotID);
     await sbx.kill();
     await createAndCheck(A);
   });
