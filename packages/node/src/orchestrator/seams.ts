@@ -71,8 +71,12 @@ export interface SnapshotCatalog {
   ): Promise<TakenSnapshot>;
   /** After a restart: stores again what a previous process took but did not store. */
   storeLeftovers(): TakenSnapshot[];
-  /** By id or name; undefined when unknown. */
-  /** `release` must be called once the capture has been restored from. */
+  /** By id or name, what it is (its capture untouched); undefined when unknown. */
+  info(idOrName: string): Promise<SnapshotInfo | undefined>;
+  /**
+   * By id or name, with its capture on this node; undefined when unknown. `release` must be
+   * called once the capture has been restored from.
+   */
   find(
     idOrName: string,
   ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined>;

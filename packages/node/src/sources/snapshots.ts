@@ -111,6 +111,13 @@ export class RepositorySnapshotCatalog implements SnapshotCatalog {
       .map((h) => ({ info: h.info, stored: this.storeHeld(h) }));
   }
 
+  async info(idOrName: string): Promise<SnapshotInfo | undefined> {
+    const held = this.heldOf(idOrName);
+    if (held) return held.info;
+    const record = await this.resolve(idOrName);
+    return record && infoOf(record);
+  }
+
   async find(
     idOrName: string,
   ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined> {

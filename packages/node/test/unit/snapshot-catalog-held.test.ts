@@ -80,6 +80,7 @@ describe('snapshots answered before they are stored', () => {
     gate.close();
     const taken = await cat.take(dir, { ...BASE, names: ['held-one'] });
     expect(taken.info.stored).toBe(false);
+    expect(await cat.info(taken.info.snapshotID)).toMatchObject({ names: ['held-one'], stored: false });
     expect(existsSync(dir)).toBe(false);
     const found = await cat.find('held-one');
     expect(await captureDigest(found!.capture.dir)).toEqual(digest);
@@ -94,6 +95,7 @@ describe('snapshots answered before they are stored', () => {
     expect((await cat.list({ name: 'held-one' })).map((s) => [s.snapshotID, s.stored])).toEqual([
       [taken.info.snapshotID, true],
     ]);
+    expect(await cat.info('held-one')).toMatchObject({ snapshotID: taken.info.snapshotID, stored: true });
     expect(await readdir(join(work, 'held'))).toEqual([]);
   });
 

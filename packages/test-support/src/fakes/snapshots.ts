@@ -49,6 +49,11 @@ export class FakeSnapshotCatalog implements SnapshotCatalog {
     return [];
   }
 
+  async info(idOrName: string): Promise<SnapshotInfo | undefined> {
+    await this.faults.check('find');
+    return (this.snapshots.get(idOrName) ?? this.byName(idOrName))?.info;
+  }
+
   async find(
     idOrName: string,
   ): Promise<{ info: SnapshotInfo; capture: Capture; envdToken?: string; release?: () => void } | undefined> {

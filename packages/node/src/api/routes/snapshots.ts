@@ -75,9 +75,9 @@ export const snapshotRoutes: FastifyPluginAsyncTypebox<SnapshotRoutesOptions> = 
     '/snapshots/:idOrName',
     { schema: { params: Type.Object({ idOrName: Type.String({ maxLength: 128 }) }) } },
     async (req) => {
-      const found = await snapshots.find(req.params.idOrName);
-      if (!found) throw notFound(`snapshot ${req.params.idOrName} not found`);
-      return snapshotBody(found.info);
+      const info = await snapshots.info(req.params.idOrName);
+      if (!info) throw notFound(`snapshot ${req.params.idOrName} not found`);
+      return snapshotBody(info);
     },
   );
 
