@@ -55,9 +55,12 @@ export class TestCluster extends ClusterLauncher {
     try {
       rmSync(SNAPSHOT_STORE, { recursive: true, force: true });
       if (o.store === 'redis') await c.startRedis({ fresh: true });
-      for (let k = 0; k < c.schedulerUrls.length; k++) await c.startScheduler(k);
-      for (let k = 0; k < c.gatewayUrls.length; k++) await c.startGateway(k);
-      await Promise.all(Array.from({ length: o.nodes }, (_, i) => c.startNode(i)));
+      await Promise.all(c.schedulerUrls.map((_, k) => c.startScheduler(k)));
+      // Gateways and nodes need only the schedulers, not each other: they start side by side.
+      await Promise.all([
+        ...c.gatewayUrls.map((_, k) => c.startGateway(k)),
+        ...Array.from({ length: o.nodes }, (_, i) => c.startNode(i)),
+      ]);
       // Nodes join once `base` exists: on a machine without the cached template, after building it.
       await c.waitReady(o.nodes, 900_000);
     } catch (err) {

@@ -1,25 +1,28 @@
 import { Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '@agentenv/test-support';
 import { TEST_CLUSTER_KEY, TestCluster } from '@agentenv/test-support/cluster';
 import { useGateway } from './sdk-env.js';
 
+/** One 2-node cluster on the scheduler's memory store for the file; its scheduler restarts last. */
+let c: TestCluster;
+
+beforeAll(async () => {
+  c = await TestCluster.start({ nodes: 2, store: 'memory' });
+  useGateway(c.gatewayUrl);
+  process.env.E2B_VOLUME_API_URL = c.gatewayUrl;
+});
+
+afterAll(async () => {
+  await c?.stop();
+});
+
 /**
- * Two nodes, each with its own volumes (no shared volume root): the gateway finds the node
- * that holds a volume for its calls, and places a sandbox that mounts it there.
+ * Each node with its own volumes (no shared volume root): the gateway finds the node that holds
+ * a volume for its calls, and places a sandbox that mounts it there.
  */
 describe('volumes through the gateway, each node holding its own', () => {
-  let c: TestCluster;
   const run = Date.now().toString(36);
-
-  beforeAll(async () => {
-    c = await TestCluster.start({ nodes: 2, store: 'memory' });
-    useGateway(c.gatewayUrl);
-    process.env.E2B_VOLUME_API_URL = c.gatewayUrl;
-  });
-
-  afterAll(async () => {
-    await c?.stop();
-  });
 
   /** A volume made on node `i` itself. */
   async function volumeOn(i: number, name: string): Promise<Volume> {
@@ -74,5 +77,27 @@ describe('volumes through the gateway, each node holding its own', () => {
     expect(await Volume.destroy(a.volumeId)).toBe(true);
     expect(await Volume.destroy(b.volumeId)).toBe(true);
     expect((await Volume.list()).map((v) => v.name)).not.toContain(a.name);
+  });
+});
+
+describe('scheduler restart with the memory store', () => {
+  const HEARTBEAT_MS = 2_000;
+
+  it('has sandboxes routable again within one heartbeat, from the nodes rosters', async () => {
+    const sbx = await Sandbox.create();
+    await c.stopScheduler('SIGKILL');
+    await c.startScheduler();
+    const t0 = Date.now();
+    // One heartbeat interval, plus a second for the heartbeat itself on a loaded machine.
+    await eventually(
+      async () => expect((await c.api('GET', `/sandboxes/${sbx.sandboxId}`)).status).toBe(200),
+      {
+        timeoutMs: HEARTBEAT_MS + 1_000,
+        intervalMs: 50,
+      },
+    );
+    console.log(`memory store: routable ${Date.now() - t0} ms after the scheduler answered again`);
+    expect((await sbx.commands.run('echo back')).stdout).toBe('back\n');
+    await sbx.kill();
   });
 });
