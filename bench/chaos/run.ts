@@ -88,13 +88,20 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
 }
 
 async function stateOf(c: TestCluster, id: string): Promise<{ state: string; reason?: string }> {
-  for (const url of c.gatewayUrls) {
-    const r = await c.apiAt(url, 'GET', `/sandboxes/${id}`).catch(() => undefined);
-    if (!r || r.status >= 500) continue;
-    if (r.status === 404) return { state: 'absent' };
-    return { state: String(r.json.state), reason: r.json.reason as string | undefined };
-  }
-  return { state: 'unknown' };
+  // Just after a fault healed, every gateway may answer a retryable 5xx (a scheduler whose Redis
+  // came back reads the nodes' rosters first): asked again, as a client would.
+  return eventually(
+    async () => {
+      for (const url of c.gatewayUrls) {
+        const r = await c.apiAt(url, 'GET', `/sandboxes/${id}`).catch(() => undefined);
+        if (!r || r.status >= 500) continue;
+        if (r.status === 404) return { state: 'absent' };
+        return { state: String(r.json.state), reason: r.json.reason as string | undefined };
+      }
+      throw new Error(`no gateway answered for ${id}`);
+    },
+    { timeoutMs: 30_000, intervalMs: 500 },
+  ).catch(() => ({ state: 'unknown' }));
 }
 
 /**
