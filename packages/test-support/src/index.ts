@@ -4,3 +4,4 @@ export { connectEnvelope, connectMessages } from './connect-envelopes.js';
 export { followStream, openConnections, stalledStream, type FollowedStream } from './event-streams.js';
 export { descendants, environOf, faultOnSigusr2 } from './faults.js';
 export { pathVariants, percentEncoded, probe, type ProbeAnswer, type ProbeRequest } from './probe.js';
+export { mustRun, run, terminate, type RunResult } from './commands.js';
