@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { run, terminate, type RunResult } from '../commands.js';
 import { eventually } from '../eventually.js';
+import { pidAlive as alive } from '../processes.js';
 
 /** An OCI runtime the engine offers besides runc (`docker run --runtime=<name>`). */
 export interface DockerRuntime {
@@ -125,6 +126,7 @@ export class LocalDocker {
     }
     await terminate(daemon, 60_000);
     this.daemon = undefined;
+    await this.killStragglers();
     const mounts = await run('sh', [
       '-c',
       `awk '{print $5}' /proc/self/mountinfo | grep '^${this.dir}/' | sort -r`,
@@ -134,6 +136,31 @@ export class LocalDocker {
     }
     rmSync(this.dir, { recursive: true, force: true });
     if (this.opts.cgroupParent) this.removeCgroupParent(this.opts.cgroupParent);
+  }
+
+  /**
+   * Ends what the engine left running: a container whose start failed can keep its runtime's
+   * processes (and their shim) after `docker rm -f` and the engine's exit. They are this engine's
+   * by their command line (naming its directory) or their cgroup (under its cgroup parent).
+   */
+  private async killStragglers(): Promise<void> {
+    const parent = this.opts.cgroupParent;
+    const pids = new Set<number>();
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      const read = (f: string) => readFileQuietly(`/proc/${name}/${f}`);
+      if (read('cmdline').includes(this.dir) || (parent && read('cgroup').includes(`/${parent}/`)))
+        pids.add(Number(name));
+    }
+    pids.delete(process.pid);
+    if (!pids.size) return;
+    for (const pid of pids) killQuietly(pid);
+    await eventually(
+      () => {
+        if ([...pids].some(alive)) throw new Error(`processes of the engine still run: ${[...pids]}`);
+      },
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
   }
 
   private removeCgroupParent(parent: string): void {
@@ -148,6 +175,22 @@ export class LocalDocker {
 
   output(): string {
     return this.log;
+  }
+}
+
+function readFileQuietly(file: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // Already gone.
   }
 }
 
