@@ -163,13 +163,25 @@ export class LocalDocker {
     );
   }
 
+  /**
+   * The cgroup parent in every hierarchy, at its root and below this process's own groups (where
+   * a runtime may nest a container's group: runsc does with cgroup v1's memory controller).
+   */
   private removeCgroupParent(parent: string): void {
+    const own = new Set(
+      readFileQuietly('/proc/self/cgroup')
+        .split('\n')
+        .map((l) => l.split(':')[2])
+        .filter((p): p is string => !!p),
+    );
     for (const controller of existsSync(CGROUP_ROOT) ? readdirNames(CGROUP_ROOT) : []) {
-      const dir = path.join(CGROUP_ROOT, controller, parent);
-      if (!existsSync(dir)) continue;
-      // Its children first: an engine that was killed leaves its containers' groups behind.
-      for (const child of readdirNames(dir)) rmdirQuietly(path.join(dir, child));
-      rmdirQuietly(dir);
+      for (const base of own) {
+        const dir = path.join(CGROUP_ROOT, controller, base, parent);
+        if (!existsSync(dir)) continue;
+        // Its children first: an engine that was killed leaves its containers' groups behind.
+        for (const child of readdirNames(dir)) rmdirQuietly(path.join(dir, child));
+        rmdirQuietly(dir);
+      }
     }
   }
 
