@@ -105,10 +105,16 @@ async function idleCpu(cgroupParent: string, ids: readonly string[]): Promise<nu
   return (100 * (b - a)) / ((performance.now() - t) * 1e6);
 }
 
-async function pss(cgroupParent: string, id: string): Promise<number> {
-  const procs = await readFile(`/sys/fs/cgroup/memory/${cgroupParent}/${id}/cgroup.procs`, 'utf8').catch(
-    () => '',
-  );
+/**
+ * The PSS of the processes in cgroup `cgroupParent/id`, found in `controller`'s hierarchy (runsc
+ * under Docker nests a container's memory cgroup below the engine's own, so there it is found
+ * by cpuacct).
+ */
+async function pss(cgroupParent: string, id: string, controller = 'memory'): Promise<number> {
+  const procs = await readFile(
+    `/sys/fs/cgroup/${controller}/${cgroupParent}/${id}/cgroup.procs`,
+    'utf8',
+  ).catch(() => '');
   let kb = 0;
   for (const pid of procs.split('\n').filter(Boolean)) {
     const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
@@ -298,7 +304,7 @@ async function dockerLevel(lab: DockerLab, capture: string): Promise<{ running: 
     const ids = await lab.idle(IDLE);
     await sleep(3000);
     const mem = (before - (await memAvailable())) / IDLE;
-    const sizes = await Promise.all(ids.map((id) => pss(DOCKER_CGROUP, id)));
+    const sizes = await Promise.all(ids.map((id) => pss(DOCKER_CGROUP, id, 'cpuacct')));
     say(
       `docker + runsc: PSS per idle container p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))}), MemAvailable used per container ${mib(mem)}`,
     );

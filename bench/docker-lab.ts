@@ -240,7 +240,10 @@ export class DockerLab {
     return ids;
   }
 
-  /** `docker pause` of each (runsc pause: the sandbox stops running its tasks). */
+  /**
+   * `docker pause` of each: under runsc that is `runsc pause` (the sandbox's kernel stops the
+   * container's tasks), not the cgroup freezer the node freezes idle sandboxes with.
+   */
   async pause(ids: readonly string[]): Promise<void> {
     await this.engine.mustDocker(['pause', ...ids]);
   }
