@@ -11,21 +11,29 @@
  *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine; PSS per idle
  *    sandbox; then create p50 (5 creates, each killed again) with 0, 50, 100, 200 and 500 idle
  *    sandboxes held, against the empty node's, with MemAvailable used per held sandbox.
+ * 3. The same the way a user would without AgentENV (bench/docker-lab.ts), measured between 1
+ *    and 2: 20 containers of Docker with runsc, idle, then `docker pause`d: their cgroups' CPU,
+ *    dockerd's and the rest of the engine's, the whole machine; PSS and MemAvailable per
+ *    container. On by default where dockerd exists; `--no-docker` skips it. A table then puts
+ *    the node, the driver-level floor and Docker side by side (node ÷ docker).
  *
  * CPU is in % of one core. Its node: port 19701, home /var/lib/aenv-h7/density, runtime
- * /run/aenv-h7/density, tag h7 in 10.117.0.0/17 (driver-level sandboxes in 10.117.128.0/17).
+ * /run/aenv-h7/density, tag h7 in 10.117.0.0/17 (driver-level sandboxes in 10.117.128.0/17);
+ * Docker's engine under /var/lib/aenv-h7/density-docker, its containers in cgroup aenv-h7-docker.
  *
  * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200,500] [--window 30] [--idle 20]
+ * [--docker | --no-docker]
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { GvisorDriver, type SandboxHandle } from '@agentenv/node';
+import { GvisorDriver, inspectGvisorHost, type SandboxHandle } from '@agentenv/node';
 import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
 import { cgroupCpuSecs, cpuOver, descendants, machineBusySecs, processCpuSecs } from './host-cpu.js';
+import { DOCKER_OPTIONS, DockerLab, dockerWanted } from './docker-lab.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { percentile, timeMs } from './stats.js';
 
@@ -34,6 +42,7 @@ const { values } = parseArgs({
     steps: { type: 'string', default: '0,50,100,200,500' },
     window: { type: 'string', default: '30' },
     idle: { type: 'string', default: '20' },
+    ...DOCKER_OPTIONS,
   },
 });
 const STEPS = values.steps.split(',').map(Number);
@@ -51,6 +60,22 @@ const LONG = { timeoutMs: 3_600_000 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 const gib = (b: number) => `${(b / 2 ** 30).toFixed(2)} GiB`;
+const pct = (v: number) => `${v.toFixed(2)} %`;
+const DOCKER_DIR = `${HOME}-docker`;
+const DOCKER_CGROUP = `aenv-${TAG}-docker`;
+
+/**
+ * What the idle sandboxes (or containers) cost, for the side-by-side table: CPU in % of one core
+ * (their own, what manages them, the two together, the whole machine), memory per idle one.
+ */
+interface Figures {
+  own?: number;
+  manager?: number;
+  all?: number;
+  machine?: number;
+  pss?: number;
+  mem?: number;
+}
 
 // ------------------------------------------------------------------ host measurements
 
@@ -80,10 +105,16 @@ async function idleCpu(cgroupParent: string, ids: readonly string[]): Promise<nu
   return (100 * (b - a)) / ((performance.now() - t) * 1e6);
 }
 
-async function pss(cgroupParent: string, id: string): Promise<number> {
-  const procs = await readFile(`/sys/fs/cgroup/memory/${cgroupParent}/${id}/cgroup.procs`, 'utf8').catch(
-    () => '',
-  );
+/**
+ * The PSS of the processes in cgroup `cgroupParent/id`, found in `controller`'s hierarchy (runsc
+ * under Docker nests a container's memory cgroup below the engine's own, so there it is found
+ * by cpuacct).
+ */
+async function pss(cgroupParent: string, id: string, controller = 'memory'): Promise<number> {
+  const procs = await readFile(
+    `/sys/fs/cgroup/${controller}/${cgroupParent}/${id}/cgroup.procs`,
+    'utf8',
+  ).catch(() => '');
   let kb = 0;
   for (const pid of procs.split('\n').filter(Boolean)) {
     const text = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
@@ -121,7 +152,9 @@ const say = (l: string) => {
   console.log(l);
 };
 
-async function driverLevel(capture: string): Promise<void> {
+/** Driver-level sandboxes as they are and frozen: the floor of the side-by-side table. */
+async function driverLevel(capture: string): Promise<{ running: Figures; frozen: Figures }> {
+  const floor = { running: {} as Figures, frozen: {} as Figures };
   for (const placement of ['none', 'spread'] as const) {
     const driver = new GvisorDriver({
       runtimeDir: `${RUNTIME}-driver-${placement}`,
@@ -153,6 +186,8 @@ async function driverLevel(capture: string): Promise<void> {
         );
         for (const h of hs) await driver.freeze(h);
         const frozen = await idleCpu(DRIVER_CGROUP, ids);
+        floor.running = { own: running, pss: percentile(sizes, 50) };
+        floor.frozen = { own: frozen, pss: percentile(sizes, 50) };
         say(`driver: ${IDLE} frozen sandboxes: ${frozen.toFixed(3)} % of one core`);
         const thaw = await Promise.all(hs.map((h) => timeMs(() => driver.thaw(h))));
         say(`driver: thaw p50 ${percentile(thaw, 50).toFixed(1)} ms`);
@@ -162,6 +197,7 @@ async function driverLevel(capture: string): Promise<void> {
       destroyAllTestNets();
     }
   }
+  return floor;
 }
 
 // ------------------------------------------------------------------ 2. through the node
@@ -180,7 +216,7 @@ async function helpersOf(pid: number): Promise<number[]> {
  * What idling costs with `ids` held and the pool full, all frozen: the node process, its helpers,
  * the sandboxes with the pool (their cgroups), and the whole machine (other work on it included).
  */
-async function idleCost(nodePid: number, ids: readonly string[]): Promise<void> {
+async function idleCost(nodePid: number, ids: readonly string[]): Promise<Figures> {
   const all = await heldAndPooled();
   const n = await allFrozen(NODE_CGROUP, all);
   const helpers = await helpersOf(nodePid);
@@ -198,11 +234,11 @@ async function idleCost(nodePid: number, ids: readonly string[]): Promise<void> 
     `  node process ${pct(cpu.node)}, its helpers ${pct(cpu.helpers)}, sandboxes + pool ${pct(cpu.sandboxes)}`,
   );
   say(`  all of it ${pct(ours)}; whole machine ${pct(cpu.machine)} (anything else running here included)`);
+  return { own: cpu.sandboxes, manager: cpu.node + cpu.helpers, all: ours, machine: cpu.machine };
 }
-const pct = (v: number) => `${v.toFixed(2)} %`;
 const heldAndPooled = async () => (await children(NODE_CGROUP)).filter((id) => id.startsWith('aenv-'));
 
-async function nodeLevel(nodePid: number): Promise<void> {
+async function nodeLevel(nodePid: number): Promise<Figures> {
   const held: Sandbox[] = [];
   const hold = async (n: number) => {
     while (held.length < n) {
@@ -230,11 +266,13 @@ async function nodeLevel(nodePid: number): Promise<void> {
     const rows: string[] = [];
     for (const n of STEPS.filter((n) => n < IDLE)) rows.push(await step(n));
     await hold(IDLE);
-    await idleCost(
+    const figures = await idleCost(
       nodePid,
       held.map((s) => s.sandboxId),
     );
+    figures.mem = (emptyNode - (await memAvailable())) / IDLE;
     const sizes = await Promise.all((await heldAndPooled()).map((id) => pss(NODE_CGROUP, id)));
+    figures.pss = percentile(sizes, 50);
     say(
       `node: PSS per idle sandbox (pool's included) p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))})`,
     );
@@ -245,6 +283,7 @@ async function nodeLevel(nodePid: number): Promise<void> {
     say('|---|---|---|---|---|---|');
     for (const r of rows) say(r);
     for (const n of STEPS.filter((n) => n >= IDLE)) say(await step(n));
+    return figures;
   } finally {
     for (let i = 0; i < held.length; i += 20) {
       await Promise.all(held.slice(i, i + 20).map((s) => s.kill().catch(() => undefined)));
@@ -252,7 +291,101 @@ async function nodeLevel(nodePid: number): Promise<void> {
   }
 }
 
+// ------------------------------------------------------------------ 3. with Docker and runsc
+
+/**
+ * IDLE containers of Docker with runsc, idle and then `docker pause`d, measured like the node's
+ * sandboxes; the engine is started for it and removed again.
+ */
+async function dockerLevel(lab: DockerLab, capture: string): Promise<{ running: Figures; paused?: Figures }> {
+  try {
+    await lab.start(capture);
+    const before = await memAvailable();
+    const ids = await lab.idle(IDLE);
+    await sleep(3000);
+    const mem = (before - (await memAvailable())) / IDLE;
+    const sizes = await Promise.all(ids.map((id) => pss(DOCKER_CGROUP, id, 'cpuacct')));
+    say(
+      `docker + runsc: PSS per idle container p50 ${mib(percentile(sizes, 50))} (p95 ${mib(percentile(sizes, 95))}), MemAvailable used per container ${mib(mem)}`,
+    );
+    const running = { ...(await dockerCpu(lab, `${IDLE} idle containers`)), pss: percentile(sizes, 50), mem };
+    const paused = await lab.pause(ids).then(
+      () => true,
+      (e: unknown) =>
+        say(`docker + runsc: docker pause fails: ${String(e).split('\n').slice(0, 3).join(' | ')}`),
+    );
+    return {
+      running,
+      ...(paused ? { paused: await dockerCpu(lab, `${IDLE} containers after docker pause`) } : {}),
+    };
+  } finally {
+    await lab.stop();
+  }
+}
+
+/** The containers' CPU (their cgroups), dockerd's, the rest of the engine's and the machine's. */
+async function dockerCpu(lab: DockerLab, what: string): Promise<Figures> {
+  const dockerd = lab.dockerdPid!;
+  const engine = await lab.enginePids();
+  const cpu = await cpuOver(WINDOW_MS, {
+    containers: () => cgroupCpuSecs(DOCKER_CGROUP),
+    dockerd: () => processCpuSecs(dockerd),
+    engine: async () => (await Promise.all(engine.map(processCpuSecs))).reduce((a, b) => a + b, 0),
+    machine: machineBusySecs,
+  });
+  const all = cpu.containers + cpu.dockerd + cpu.engine;
+  say(`docker + runsc: ${what}, over ${WINDOW_MS / 1000} s (% of one core):`);
+  say(
+    `  containers ${pct(cpu.containers)}, dockerd ${pct(cpu.dockerd)}, the engine's other ${engine.length} processes (containerd, shims) ${pct(cpu.engine)}`,
+  );
+  say(`  all of it ${pct(all)}; whole machine ${pct(cpu.machine)} (the idle node included)`);
+  return { own: cpu.containers, manager: cpu.dockerd + cpu.engine, all, machine: cpu.machine };
+}
+
+const FIGURE_ROWS: readonly (readonly [keyof Figures, string, (v: number) => string])[] = [
+  ['own', 'CPU: the sandboxes / containers (their cgroups)', pct],
+  ['manager', 'CPU: node process + helpers / dockerd + containerd + shims', pct],
+  ['all', 'CPU: all of that', pct],
+  ['machine', 'CPU: whole machine', pct],
+  ['pss', 'PSS per idle one, p50', mib],
+  ['mem', 'MemAvailable used per idle one', mib],
+];
+
+/** The node, the driver-level floor and Docker with runsc in one table, with node ÷ docker. */
+function sideBySide(
+  node: Figures,
+  floor: { running: Figures; frozen: Figures },
+  docker?: { running: Figures; paused?: Figures },
+): void {
+  const ratio = (a?: number, b?: number) => (a !== undefined && b ? `${(a / b).toFixed(2)}×` : '');
+  const columns: [string, (k: keyof Figures, fmt: (v: number) => string) => string][] = [
+    ['node (frozen; the pool included)', (k, fmt) => cell(node[k], fmt)],
+    ['driver floor, running', (k, fmt) => cell(floor.running[k], fmt)],
+    ['driver floor, frozen', (k, fmt) => cell(floor.frozen[k], fmt)],
+  ];
+  if (docker) {
+    columns.push(
+      ['docker + runsc, idle', (k, fmt) => cell(docker.running[k], fmt)],
+      ['node ÷ docker', (k) => ratio(node[k], docker.running[k])],
+      ['docker + runsc, docker pause', (k, fmt) => cell(docker.paused?.[k], fmt)],
+      ['node ÷ docker paused', (k) => ratio(node[k], docker.paused?.[k])],
+    );
+  }
+  say('');
+  say(`${IDLE} idle sandboxes / containers side by side (CPU in % of one core over ${WINDOW_MS / 1000} s):`);
+  say('');
+  say(`| | ${columns.map(([head]) => head).join(' | ')} |`);
+  say(`|---|${columns.map(() => '---').join('|')}|`);
+  for (const [k, label, fmt] of FIGURE_ROWS)
+    say(`| ${label} | ${columns.map(([, get]) => get(k, fmt)).join(' | ')} |`);
+}
+const cell = (v: number | undefined, fmt: (v: number) => string) => (v === undefined ? '' : fmt(v));
+
 // ------------------------------------------------------------------ run
+
+const inspected = await inspectGvisorHost();
+if ('problem' in inspected) throw new Error(inspected.problem);
+const dockerLab = dockerWanted(values) ? new DockerLab(inspected, DOCKER_DIR, DOCKER_CGROUP) : undefined;
 
 let server: TestServer | undefined;
 let cleaned = false;
@@ -260,11 +393,12 @@ async function cleanup(): Promise<void> {
   if (cleaned) return;
   cleaned = true;
   await server?.stop().catch(() => undefined);
+  await dockerLab?.stop().catch((e: unknown) => console.error('docker cleanup:', e));
   destroyAllTestNets();
   for (const d of [HOME, RUNTIME, `${RUNTIME}-driver-none`, `${RUNTIME}-driver-spread`]) {
     await rm(d, { recursive: true, force: true });
   }
-  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME]);
+  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME, DOCKER_DIR]);
   if (left.length) console.error(`left behind:\n${left.join('\n')}`);
 }
 cleanupOnSignals(cleanup);
@@ -284,8 +418,15 @@ try {
   useSdkEnv(`http://127.0.0.1:${PORT}`);
   await (await Sandbox.create()).kill();
   console.log(`AgentENV density benchmark (${new Date().toISOString()}), window ${WINDOW_MS / 1000} s\n`);
-  await driverLevel(await templateCapture(HOME));
-  await nodeLevel(server.child.pid!);
+  const capture = await templateCapture(HOME);
+  const floor = await driverLevel(capture);
+  const docker =
+    dockerLab &&
+    (await dockerLevel(dockerLab, capture).catch((e: unknown) => {
+      say(`docker + runsc: no figures: ${String(e)}\ndockerd's output:\n${dockerLab.output().slice(-2000)}`);
+      return undefined;
+    }));
+  sideBySide(await nodeLevel(server.child.pid!), floor, docker);
 } catch (e) {
   console.error(e);
   if (server) console.error(`node output:\n${server.output().slice(-4000)}`);

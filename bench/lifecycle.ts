@@ -7,13 +7,17 @@
  * Its node shares nothing with the tests: with `--helper H` (default 7) port 19H00, home
  * /var/lib/aenv-hH/lifecycle (the base rootfs layer is borrowed read-only from the test home),
  * runtime dir /run/aenv-hH/lifecycle, network tag hH in 10.(110+H).0.0/17; the bare sandboxes use
- * 10.(110+H).128.0/17 and cgroup aenv-hH-bare. Everything is removed at the end, also on failure or
- * Ctrl-C.
+ * 10.(110+H).128.0/17 and cgroup aenv-hH-bare. The same work done the way a user would without
+ * AgentENV, with Docker and runsc (bench/docker-lab.ts), runs in a private engine under
+ * /var/lib/aenv-hH/lifecycle-docker with cgroup aenv-hH-docker, while the node idles; it is on by
+ * default where dockerd exists (`--no-docker` skips it) and shown as node ÷ docker. Everything is
+ * removed at the end, also on failure or Ctrl-C.
  *
  * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
- * [--only fork|pause|pool]   (~6 min; `--only fork` measures the forks and their baseline alone,
- * ~1 min; `--only pause` the pauses, the pause window and their baseline, ~1 min; `--only pool`
- * creates with the pool off, with a volume and from the pool, ~1 min)
+ * [--only fork|pause|pool] [--docker | --no-docker]   (~6 min; `--only fork` measures the forks
+ * and their baseline alone, ~1 min; `--only pause` the pauses, the pause window and their
+ * baseline, ~1 min; `--only pool` creates with the pool off, with a volume and from the pool,
+ * ~1 min; each with its Docker rows)
  */
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -24,6 +28,13 @@ import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-sup
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs } from './bench-node.js';
+import {
+  DOCKER_OPTIONS,
+  DockerLab,
+  dockerWanted,
+  type DockerLifecycle,
+  type DockerMeasure,
+} from './docker-lab.js';
 import { BareLab, FORK_SIZES, GAP_PROBE, WRITER } from './lifecycle-bare.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { percentile, timeMs } from './stats.js';
@@ -35,6 +46,7 @@ const { values } = parseArgs({
     pool: { type: 'string', default: '2' },
     helper: { type: 'string', default: '7' },
     only: { type: 'string' },
+    ...DOCKER_OPTIONS,
   },
 });
 if (values.only !== undefined && !['fork', 'pause', 'pool'].includes(values.only))
@@ -68,6 +80,9 @@ const inspected = await inspectGvisorHost();
 if ('problem' in inspected) throw new Error(inspected.problem);
 const host = inspected;
 const lab = new BareLab(host, `${RUNTIME}-bare`, `aenv-${TAG}-bare`, NET_PREFIX);
+const dockerLab = dockerWanted(values)
+  ? new DockerLab(host, `${HOME}-docker`, `aenv-${TAG}-docker`)
+  : undefined;
 let server: TestServer | undefined;
 
 async function startNode(pool: number): Promise<void> {
@@ -91,9 +106,10 @@ async function cleanup(): Promise<void> {
   cleaned = true;
   await stopNode().catch((e: unknown) => console.error('stopping the node:', e));
   await lab.cleanup().catch((e: unknown) => console.error('bare runsc cleanup:', e));
+  await dockerLab?.stop().catch((e: unknown) => console.error('docker cleanup:', e));
   destroyAllTestNets();
   for (const d of [HOME, RUNTIME, `${RUNTIME}-bare`]) await rm(d, { recursive: true, force: true });
-  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME]);
+  const left = leftBehind([`aenv-${TAG}-`, `aenvtest-${process.pid}-`], [HOME, RUNTIME, `${HOME}-docker`]);
   if (left.length) console.error(`left behind:\n${left.join('\n')}`);
 }
 cleanupOnSignals(cleanup);
@@ -105,8 +121,14 @@ interface Row {
   node: number[];
   base?: number[];
   baseName?: string;
+  /** The same work done with Docker and runsc, and what that is. */
+  docker?: DockerMeasure;
+  dockerName?: string;
 }
 const rows: Row[] = [];
+
+/** A row's Docker columns, when Docker measured `m`. */
+const dockerCols = (m: DockerMeasure | undefined, dockerName: string) => (m ? { docker: m, dockerName } : {});
 
 /** The largest pause a probe process inside the sandbox saw since the last call, in ms. */
 async function heldMs(sbx: Sandbox): Promise<number> {
@@ -219,11 +241,26 @@ async function pauseWindow(): Promise<{ window: number[]; waitStored: number[]; 
 }
 
 /** Pause, resume (against a bare restore when measured) and the pause window. */
-async function pauseRows(bareCheckpoint: number[], bareRestore?: number[]): Promise<void> {
+async function pauseRows(
+  bareCheckpoint: number[],
+  bareRestore?: number[],
+  docker?: DockerLifecycle,
+): Promise<void> {
   const pr = await pauseResume();
-  rows.push({ name: 'pause', node: pr.pause, base: bareCheckpoint, baseName: 'runsc checkpoint' });
+  rows.push({
+    name: 'pause',
+    node: pr.pause,
+    base: bareCheckpoint,
+    baseName: 'runsc checkpoint',
+    ...dockerCols(docker?.checkpoint, 'docker checkpoint create'),
+  });
   const restoreBase = bareRestore && { base: bareRestore, baseName: 'runsc restore → envd' };
-  rows.push({ name: 'resume', node: pr.resume, ...restoreBase });
+  rows.push({
+    name: 'resume',
+    node: pr.resume,
+    ...restoreBase,
+    ...dockerCols(docker?.restore, 'docker start --checkpoint + exec'),
+  });
   const w = await pauseWindow();
   rows.push({ name: 'resume once the pause is stored', node: w.resumeStored, ...restoreBase });
   rows.push({ name: 'pause: stored after the answer (window)', node: w.window });
@@ -270,10 +307,16 @@ function snapshotRows(
   what: string,
   r: { api: number[]; held: number[]; stored: number[] },
   checkpoint: number[],
+  docker?: DockerMeasure,
 ): void {
   const base = { base: checkpoint, baseName: 'checkpoint --leave-running' };
   rows.push({ name: `snapshot ${what}: held`, node: r.held, ...base });
-  rows.push({ name: `snapshot ${what}: API answer`, node: r.api, ...base });
+  rows.push({
+    name: `snapshot ${what}: API answer`,
+    node: r.api,
+    ...base,
+    ...dockerCols(docker, 'docker checkpoint create --leave-running'),
+  });
   rows.push({ name: `snapshot ${what}: stored after the answer`, node: r.stored });
 }
 
@@ -310,13 +353,14 @@ async function poolCreates(): Promise<number[]> {
 }
 
 /** Creates from the pool (its sandboxes wait frozen) on a node restarted with one. */
-async function poolRow(restore?: number[]): Promise<void> {
+async function poolRow(restore?: number[], dockerCreate?: DockerMeasure): Promise<void> {
   await stopNode();
   await startNode(POOL);
   rows.push({
     name: `create, pool ${POOL}`,
     node: await poolCreates(),
     ...(restore ? { base: restore, baseName: 'runsc restore → envd' } : {}),
+    ...dockerCols(dockerCreate, DOCKER_CREATE),
   });
 }
 
@@ -328,7 +372,7 @@ async function poolFull(): Promise<boolean> {
   return ready.some((m) => Number(m[2]) >= POOL);
 }
 
-async function forkRows(baseline: Map<number, number[]>): Promise<void> {
+async function forkRows(baseline: Map<number, number[]>, docker?: DockerLifecycle): Promise<void> {
   const parent = await Sandbox.create(LONG);
   for (const k of FORK_SIZES) {
     rows.push({
@@ -336,9 +380,36 @@ async function forkRows(baseline: Map<number, number[]>): Promise<void> {
       node: await forks(k, parent),
       base: baseline.get(k),
       baseName: `${k} restores in parallel`,
+      ...dockerCols(docker?.parallel?.get(k), `${k} × (docker run + exec) in parallel`),
     });
   }
   await parent.kill();
+}
+
+// ------------------------------------------------------------------ with Docker and runsc
+
+const DOCKER_CREATE = 'docker run + exec';
+/** Why the Docker part could not run, for the report. */
+let dockerProblem: string | undefined;
+
+/**
+ * The Docker side of the rows `parts` names, measured while the node idles with no sandbox (like
+ * the bare side): its engine is started for it and removed again.
+ */
+async function dockerMeasure(
+  template: string,
+  parts: Parameters<DockerLab['lifecycle']>[2],
+): Promise<DockerLifecycle | undefined> {
+  if (!dockerLab) return undefined;
+  try {
+    await dockerLab.start(template);
+    return await dockerLab.lifecycle(ITER, FORK_REPS, parts);
+  } catch (e) {
+    dockerProblem = `${String(e)}\ndockerd's output:\n${dockerLab.output().slice(-2000)}`;
+    return undefined;
+  } finally {
+    await dockerLab.stop();
+  }
 }
 
 // ------------------------------------------------------------------ run and report
@@ -353,7 +424,8 @@ async function main(): Promise<void> {
   const template = await templateCapture(HOME);
 
   if (ONLY_FORK) {
-    await forkRows(await lab.measureForks(template, FORK_REPS));
+    const docker = await dockerMeasure(template, { parallel: FORK_SIZES });
+    await forkRows(await lab.measureForks(template, FORK_REPS), docker);
     await stopNode();
     report();
     return;
@@ -370,36 +442,50 @@ async function main(): Promise<void> {
         baseName: 'runsc checkpoint',
       });
     }
-    await pauseRows(plain);
+    await pauseRows(plain, undefined, await dockerMeasure(template, { pause: true }));
     await stopNode();
     report();
     return;
   }
   if (ONLY_POOL) {
+    const docker = await dockerMeasure(template, { create: true });
     const poolOff = (await createKill()).create;
-    rows.push({ name: 'create, pool off', node: poolOff });
+    rows.push({ name: 'create, pool off', node: poolOff, ...dockerCols(docker?.create, DOCKER_CREATE) });
     await volumeRow(poolOff);
-    await poolRow();
+    await poolRow(undefined, docker?.create);
     report();
     return;
   }
   const bare = await lab.measure(template, ITER, FORK_REPS);
+  const docker = await dockerMeasure(template, {
+    create: true,
+    pause: true,
+    snapshot: true,
+    parallel: FORK_SIZES,
+  });
   const ck = await createKill();
   rows.push({
     name: 'create, pool off',
     node: ck.create,
     base: bare.restore,
     baseName: 'runsc restore → envd',
+    ...dockerCols(docker?.create, DOCKER_CREATE),
   });
   await volumeRow(ck.create);
-  await pauseRows(bare.checkpointStop, bare.restorePaused);
-  rows.push({ name: 'kill', node: ck.kill, base: bare.delete, baseName: 'runsc delete --force' });
+  await pauseRows(bare.checkpointStop, bare.restorePaused, docker);
+  rows.push({
+    name: 'kill',
+    node: ck.kill,
+    base: bare.delete,
+    baseName: 'runsc delete --force',
+    ...dockerCols(docker?.kill, 'docker rm -f'),
+  });
   const quiet = await snapshots(false);
   const busy = await snapshots(true);
-  snapshotRows('quiet', quiet, bare.checkpointQuiet);
+  snapshotRows('quiet', quiet, bare.checkpointQuiet, docker?.checkpointLeaveRunning);
   snapshotRows('writing 32 MB/s', busy, bare.checkpointWriting);
-  await forkRows(bare.forks);
-  await poolRow(bare.restore);
+  await forkRows(bare.forks, docker);
+  await poolRow(bare.restore, docker?.create);
   report({ idleQuiet: quiet.idle, idleBusy: busy.idle, deleteUnreaped: bare.deleteUnreaped });
 }
 
@@ -409,15 +495,37 @@ function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: n
     `\nAgentENV lifecycle benchmark (${new Date().toISOString()}, runsc ${host.runscVersion}, ` +
       `${ITER} samples per case, ${FORK_REPS} forks per size; ms)\n`,
   );
-  console.log('| case | p50 | p95 | baseline | baseline p50 | ratio |');
-  console.log('|---|---|---|---|---|---|');
+  const withDocker = rows.some((r) => r.docker);
+  console.log(
+    '| case | p50 | p95 | baseline | baseline p50 | ratio |' +
+      (withDocker ? ' docker + runsc | docker p50 | node ÷ docker |' : ''),
+  );
+  console.log('|---|---|---|---|---|---|' + (withDocker ? '---|---|---|' : ''));
+  const failures: string[] = [];
   for (const r of rows) {
     const p50 = percentile(r.node, 50);
     const b50 = r.base?.length ? percentile(r.base, 50) : undefined;
+    const d = r.docker;
+    let docker = '';
+    if (d && 'failed' in d) {
+      failures.push(`${r.dockerName}: ${d.failed}`);
+      docker = ` ${r.dockerName}: fails (below) | | |`;
+    } else if (withDocker) {
+      const d50 = d?.ms.length ? percentile(d.ms, 50) : undefined;
+      docker = ` ${r.dockerName ?? ''} | ${f(d50)} | ${d50 ? (p50 / d50).toFixed(2) + '×' : ''} |`;
+    }
     console.log(
-      `| ${r.name} | ${f(p50)} | ${f(percentile(r.node, 95))} | ${r.baseName ?? ''} | ${f(b50)} | ${b50 ? (p50 / b50).toFixed(2) + '×' : ''} |`,
+      `| ${r.name} | ${f(p50)} | ${f(percentile(r.node, 95))} | ${r.baseName ?? ''} | ${f(b50)} | ${b50 ? (p50 / b50).toFixed(2) + '×' : ''} |${docker}`,
     );
   }
+  if (withDocker) {
+    console.log(
+      "\ndocker + runsc: a private dockerd with runsc as its runtime (the node's runsc flags), containers " +
+        "running `sleep infinity` in an image of the base template's root filesystem, `--network none`.",
+    );
+  }
+  for (const line of [...new Set(failures)]) console.log(`docker failed: ${line}`);
+  if (dockerProblem) console.log(`\nno Docker rows: ${dockerProblem}`);
   if (!notes) return;
   console.log(
     `\nheld = the longest stall a 1 ms probe loop inside the sandbox saw during the call ` +

@@ -2,8 +2,8 @@ import { cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import path from 'node:path';
 import { Sandbox } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LocalDocker } from '@agentenv/test-support/docker';
 import { baseLayerBinds } from '../support/base-layer.js';
-import { LocalDocker } from '../support/docker.js';
 import { firewallRules } from '../support/firewall.js';
 import { holdE2eLock } from '../support/lock.js';
 import { REPO, releaseTarball } from '../support/release.js';

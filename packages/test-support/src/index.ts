@@ -5,3 +5,4 @@ export { followStream, openConnections, stalledStream, type FollowedStream } fro
 export { descendants, environOf, faultOnSigusr2 } from './faults.js';
 export { pathVariants, percentEncoded, probe, type ProbeAnswer, type ProbeRequest } from './probe.js';
 export { stressRounds } from './stress.js';
+export { mustRun, run, terminate, type RunResult } from './commands.js';

@@ -1,0 +1,1 @@
+export { LocalDocker, type DockerRuntime, type LocalDockerOptions } from './local-docker.js';
