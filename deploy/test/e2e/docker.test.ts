@@ -7,7 +7,7 @@ import { baseLayerBinds } from '../support/base-layer.js';
 import { firewallRules } from '../support/firewall.js';
 import { holdE2eLock } from '../support/lock.js';
 import { REPO, releaseTarball } from '../support/release.js';
-import { eventually, run } from '../support/run.js';
+import { until, run } from '../support/run.js';
 
 /**
  * scripts/build-images.sh against a Docker engine this file starts (own data root, no bridge, no
@@ -183,7 +183,7 @@ describe.skipIf(missing !== undefined)(
       }
       expect(started.code, started.stderr).toBe(0);
       const logs = () => engine.docker(['logs', 'aenv-node']).then((l) => l.stdout + l.stderr);
-      await eventually(
+      await until(
         '/health 204 from the container',
         async () => {
           const status = await fetch(`${URL_BASE}/health`).then(
@@ -200,7 +200,7 @@ describe.skipIf(missing !== undefined)(
           }
           return status === 204;
         },
-        90_000,
+        { timeoutMs: 90_000 },
       );
 
       process.env.E2B_API_URL = URL_BASE;
@@ -279,7 +279,7 @@ describe.skipIf(missing !== undefined)(
         expect(up.code, up.stdout + up.stderr).toBe(0);
         try {
           // The nodes' healthchecks pass once their base template is ready (and they join then).
-          await eventually(
+          await until(
             'both nodes healthy',
             async () => {
               const ids = (await compose(['ps', '-q', 'node1', 'node2'])).stdout.trim().split('\n');
@@ -301,29 +301,29 @@ describe.skipIf(missing !== undefined)(
                   .every((l) => l.endsWith(' running healthy'))
               );
             },
-            900_000,
+            { timeoutMs: 900_000 },
           );
-          await eventually(
+          await until(
             'the gateway to answer /health',
             async () => {
               const r = await fetch(`${GATEWAY}/health`).catch(() => undefined);
               return r !== undefined && r.status < 300;
             },
-            180_000,
+            { timeoutMs: 180_000 },
           );
           process.env.E2B_API_URL = GATEWAY;
           process.env.E2B_SANDBOX_URL = GATEWAY;
           process.env.E2B_API_KEY = API_KEY;
           // Both nodes registered: creates land on each of them.
           const created: Sandbox[] = [];
-          await eventually(
+          await until(
             'sandboxes on both nodes',
             async () => {
               created.push(await Sandbox.create({ timeoutMs: 600_000 }));
               const [one, two] = await Promise.all([onNode('node1'), onNode('node2')]);
               return one.length > 0 && two.length > 0 ? true : undefined;
             },
-            300_000,
+            { timeoutMs: 300_000 },
           );
           const onOne = await onNode('node1');
           const sbx = created.find((s) => onOne.includes(s.sandboxId))!;
@@ -332,7 +332,7 @@ describe.skipIf(missing !== undefined)(
             background: true,
             timeoutMs: 0,
           });
-          const pid = await eventually(
+          const pid = await until(
             'the background shell',
             async () => (await sbx.files.read('/tmp/shell.pid')).trim() || undefined,
           );
@@ -342,7 +342,7 @@ describe.skipIf(missing !== undefined)(
           expect(stopped.code, stopped.stderr).toBe(0);
           const second = `http://127.0.0.1:${COMPOSE_PORT + 1}`;
           // The gateway's next scheduler call goes to the other replica (at most one failed try).
-          const ids = await eventually(
+          const ids = await until(
             'the second gateway to list the sandboxes with one scheduler stopped',
             async () => {
               const r = await fetch(`${second}/v2/sandboxes?limit=100`, {
@@ -352,7 +352,7 @@ describe.skipIf(missing !== undefined)(
                 ? ((await r.json()) as { sandboxID: string }[]).map((s) => s.sandboxID)
                 : undefined;
             },
-            30_000,
+            { timeoutMs: 30_000 },
           );
           const running = created.filter((c) => c !== sbx).map((c) => c.sandboxId);
           expect(ids).toEqual(expect.arrayContaining(running));

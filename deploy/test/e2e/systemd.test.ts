@@ -6,7 +6,7 @@ import { firewallRules } from '../support/firewall.js';
 import { holdE2eLock } from '../support/lock.js';
 import { BootedDebian } from '../support/nspawn.js';
 import { CACHE, REPO, releaseTarball } from '../support/release.js';
-import { eventually, run } from '../support/run.js';
+import { until, run } from '../support/run.js';
 
 /**
  * The release installed with scripts/install.sh into a fresh Debian 12 root booted by
@@ -125,21 +125,21 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     await insideOk('systemctl start aenv-scheduler aenv-gateway');
     expect(await insideOk('systemctl is-active aenv-scheduler aenv-gateway')).toBe('active\nactive\n');
     for (const url of [`http://127.0.0.1:${SCHEDULER_PORT}/health`, `${GATEWAY}/health`]) {
-      await eventually(`${url} 204`, async () => (await fetch(url).catch(() => undefined))?.status === 204);
+      await until(`${url} 204`, async () => (await fetch(url).catch(() => undefined))?.status === 204);
     }
   });
 
   it('systemctl start aenv brings up a node that answers /health and joins the scheduler', async () => {
     await insideOk('systemctl start aenv');
     expect(await insideOk('systemctl is-active aenv')).toBe('active\n');
-    await eventually('/health 204', async () => (await health()) === 204, 60_000);
+    await until('/health 204', async () => (await health()) === 204, { timeoutMs: 60_000 });
     await joined();
   });
 
   /** The node is placeable again: it joins the scheduler once `base` is ready, after /health. */
   async function joined(): Promise<void> {
     const nodeId = (await insideOk('hostname')).trim();
-    await eventually('the node ready in the gateway’s /nodes', async () => {
+    await until('the node ready in the gateway’s /nodes', async () => {
       const r = await fetch(`${GATEWAY}/nodes`, { headers: { 'x-api-key': apiKey } });
       const nodes = (await r.json()) as { nodeID: string; status: string }[];
       return nodes.some((n) => n.nodeID === nodeId && n.status === 'ready');
@@ -157,7 +157,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
       { background: true, timeoutMs: 0 },
     );
     await sbx.files.write('/home/user/kept.txt', 'across a systemctl stop');
-    const counted = await eventually(
+    const counted = await until(
       'the counter to run',
       async () => Number(await sbx.files.read('/tmp/count')) > 2,
     );
@@ -171,7 +171,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     expect(journal).toContain('shutting down: pausing running sandboxes');
 
     await insideOk('systemctl start aenv');
-    await eventually('/health 204 after the restart', async () => (await health()) === 204, 60_000);
+    await until('/health 204 after the restart', async () => (await health()) === 204, { timeoutMs: 60_000 });
     await joined();
     const info = await fetch(`${URL_BASE}/sandboxes/${sbx.sandboxId}`, { headers: { 'x-api-key': apiKey } });
     expect(((await info.json()) as { state: string }).state).toBe('paused');
@@ -180,7 +180,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
     expect(await again.files.read('/home/user/kept.txt')).toBe('across a systemctl stop');
     const resumedAt = Number(await again.files.read('/tmp/count'));
     expect((await again.commands.run('pgrep -f "[t]mp/count"')).stdout.trim()).toBe(pid);
-    await eventually(
+    await until(
       'the counter to go on from where it was',
       async () => Number(await again.files.read('/tmp/count')) > resumedAt,
     );
@@ -190,7 +190,7 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
   it('uninstall.sh removes everything but /var/lib/aenv (--purge that too), and a killed node’s chains', async () => {
     // A node killed outright leaves its chains and jumps on the (shared) host firewall.
     await insideOk('systemctl start aenv');
-    await eventually('/health 204', async () => (await health()) === 204, 60_000);
+    await until('/health 204', async () => (await health()) === 204, { timeoutMs: 60_000 });
     await insideOk('systemctl kill --kill-whom=main --signal=SIGKILL aenv && systemctl stop aenv');
     expect((await firewallRules([TAG])).some((l) => l.includes(`AENV-${TAG}-FWD`))).toBe(true);
     const r = await inside('/opt/aenv/current/scripts/uninstall.sh');

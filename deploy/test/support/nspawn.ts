@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { CACHE } from './release.js';
-import { eventually, mustRun, run, terminate, type RunResult } from './run.js';
+import { until, mustRun, run, terminate, type RunResult } from './run.js';
 
 /**
  * A fresh Debian 12 root booted with `systemd-nspawn -b` (systemd as its PID 1), sharing the host's
@@ -106,12 +106,12 @@ export class BootedDebian {
     this.nspawn.stdout!.on('data', keep);
     this.nspawn.stderr!.on('data', keep);
     const nspawnPid = this.nspawn.pid!;
-    this.leader = await eventually('the container’s systemd', async () => {
+    this.leader = await until('the container’s systemd', async () => {
       if (this.nspawn?.exitCode !== null) throw new Error(`systemd-nspawn exited:\n${this.log}`);
       const children = readFileSync(`/proc/${nspawnPid}/task/${nspawnPid}/children`, 'utf8').trim();
       return children ? Number(children.split(' ')[0]) : undefined;
     });
-    await eventually('systemd inside to finish booting', async () => {
+    await until('systemd inside to finish booting', async () => {
       const r = await this.exec(['systemctl', 'is-system-running']);
       return ['running', 'degraded'].includes(r.stdout.trim());
     });

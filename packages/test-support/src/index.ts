@@ -1,4 +1,4 @@
-export { eventually, type EventuallyOptions } from './eventually.js';
+export { eventually, until, type EventuallyOptions } from './eventually.js';
 export { pidAlive } from './processes.js';
 export { connectEnvelope, connectMessages } from './connect-envelopes.js';
 export { followStream, openConnections, stalledStream, type FollowedStream } from './event-streams.js';

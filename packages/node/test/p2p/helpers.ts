@@ -124,12 +124,3 @@ export async function startEvilPeer(args: {
     },
   };
 }
-
-/** Polls `check` until it is true, failing after `ms`. */
-export async function until(what: string, check: () => Promise<boolean>, ms = 120_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}

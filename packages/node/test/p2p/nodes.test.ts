@@ -26,7 +26,8 @@ import {
 } from '@agentenv/test-support/server';
 import { startSchedulerProcess, type SchedulerProcess } from '@agentenv/test-support/cluster';
 import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
-import { metric, nodeConfig, resetNode, startEvilPeer, udpSocketsOf, until, writeP2pKey } from './helpers.js';
+import { until } from '@agentenv/test-support';
+import { metric, nodeConfig, resetNode, startEvilPeer, udpSocketsOf, writeP2pKey } from './helpers.js';
 
 const A = nearInstance(1);
 const B = nearInstance(2);
@@ -247,9 +248,12 @@ describe('P2P chunk exchange between two nodes', () => {
     await startB('b-kill.toml', { peers: [aPeer], requestTimeoutMs: 3000 });
     useSdkEnv(urlOf(B));
     const created = api('POST', '/sandboxes', { templateID: snapshotId });
-    await until('B fetching chunks from A', async () => {
-      return (await metric(urlOf(B), 'aenv_chunk_fetch_chunks_total', { source: 'peers' })) > 0;
-    });
+    // Watched closely: A must go while the transfer runs, not after it.
+    await until(
+      'B fetching chunks from A',
+      async () => (await metric(urlOf(B), 'aenv_chunk_fetch_chunks_total', { source: 'peers' })) > 0,
+      { intervalMs: 50 },
+    );
     await nodeA!.stop('SIGKILL');
     const r = await created;
     expect(r.status, JSON.stringify(r.json)).toBe(201);
