@@ -5,8 +5,14 @@ import type { ChunkSession, ChunkSource } from './chunk-source.js';
 import type { ChunkRef } from './manifest.js';
 import { sha256 } from './manifest.js';
 import type { SnapshotStore } from './store.js';
+import { SnapshotNotFoundError } from './errors.js';
 
 const RETRY_INDEX_MS = 60_000;
+/**
+ * An entry whose record is not in the repository yet (a snapshot its node answered before storing
+ * it): looked at again soon, since it is indexed from the record once the store commits.
+ */
+const RETRY_UNSTORED_MS = 1_000;
 
 interface Location {
   readonly dir: string;
@@ -109,8 +115,12 @@ export class CachedChunks implements ChunkSource {
     for (const id of this.retryAt.keys()) if (!live.has(id)) this.retryAt.delete(id);
     for (const id of live) {
       if (this.byEntry.has(id) || (this.retryAt.get(id) ?? 0) > Date.now()) continue;
-      const index = await this.indexEntry(id).catch(() => null);
-      if (!index) this.retryAt.set(id, Date.now() + RETRY_INDEX_MS);
+      let unstored = false;
+      const index = await this.indexEntry(id).catch((e: unknown) => {
+        unstored = e instanceof SnapshotNotFoundError;
+        return null;
+      });
+      if (!index) this.retryAt.set(id, Date.now() + (unstored ? RETRY_UNSTORED_MS : RETRY_INDEX_MS));
       else if (this.cache.has(id)) this.byEntry.set(id, index);
     }
   }

@@ -13,6 +13,7 @@ import {
   type ChunkSession,
   type ChunkSource,
 } from '../../src/index.js';
+import { eventually } from '@agentenv/test-support';
 import { captureDigest, fileFixtures, randomPages, writeCapture } from '@agentenv/test-support/snapshot';
 
 const fx = fileFixtures();
@@ -108,5 +109,18 @@ describe('chunk sources when materialising', () => {
     expect(held).toEqual([...new Set(first.manifest.files.flatMap((f) => f.chunks.map(([h]) => h)))].sort());
     await cache.remove(first.snapshotId);
     expect(await cached.has(h0)).toBe(false);
+  });
+
+  it('serves a capture cached before its snapshot was stored once the store commits', async () => {
+    const { store, cache } = await setup();
+    const dir = await fx.scratch('early');
+    await writeCapture(dir, { 'pages.img': randomPages(64) });
+    const id = 'aenv-early00000000000000001';
+    await cache.adopt(id, dir);
+    const cached = new CachedChunks(cache, store);
+    expect(await cached.sortedHashesByCapture()).toEqual([]);
+    const stored = await store.storeCapture(join(cache.dir, id), { id });
+    const [h0] = stored.manifest.files[0]!.chunks[0]!;
+    await eventually(async () => expect(await cached.has(h0)).toBe(true), { timeoutMs: 5_000 });
   });
 });
