@@ -48,3 +48,18 @@ export async function borrowBaseRootfs(home: string): Promise<void> {
   const cached = join(TEST_HOME, 'layers', rootfsId);
   if (existsSync(cached)) await symlink(cached, join(home, 'layers', rootfsId));
 }
+
+/**
+ * Waits (up to 15 s) until the node at `url` has `size` warm sandboxes ready (its pool of network
+ * slots not counted), so that a timed create is served by the pool.
+ */
+export async function poolFull(url: string, size: number): Promise<void> {
+  for (let t = 0; t < 300; t++) {
+    const text = await fetch(`${url}/metrics`).then((r) => r.text());
+    const ready = [...text.matchAll(/^aenv_pool_ready\{pool="([^"]+)"\} (\d+)$/gm)].filter(
+      (m) => m[1] !== 'network',
+    );
+    if (ready.some((m) => Number(m[2]) >= size)) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -9,8 +9,9 @@
  *    the E2B SDK: once the node's idle freeze (`idle_freeze_secs`, default 10 s) has frozen 20
  *    sandboxes and the pool waits frozen, the CPU of the node process, its helper processes, the
  *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine; PSS per idle
- *    sandbox; then create p50 (5 creates, each killed again) with 0, 50, 100, 200 and 500 idle
- *    sandboxes held, against the empty node's, with MemAvailable used per held sandbox.
+ *    sandbox; then create p50 (5 creates, each from a full warm pool and killed again) with 0,
+ *    50, 100, 200 and 500 idle sandboxes held, against the empty node's, with MemAvailable used
+ *    per held sandbox.
  * 3. The same the way a user would without AgentENV (bench/docker-lab.ts), measured between 1
  *    and 2: 20 containers of Docker with runsc, idle, then `docker pause`d: their cgroups' CPU,
  *    dockerd's and the rest of the engine's, the whole machine; PSS and MemAvailable per
@@ -31,7 +32,7 @@ import { GvisorDriver, inspectGvisorHost, type SandboxHandle } from '@agentenv/n
 import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs } from './bench-node.js';
+import { borrowBaseRootfs, poolFull } from './bench-node.js';
 import { cgroupCpuSecs, cpuOver, descendants, machineBusySecs, processCpuSecs } from './host-cpu.js';
 import { DOCKER_OPTIONS, DockerLab, dockerWanted } from './docker-lab.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
@@ -50,6 +51,8 @@ const WINDOW_MS = Number(values.window) * 1000;
 const IDLE = Number(values.idle);
 
 const PORT = 19701;
+/** The node's default warm pool, which the bench keeps. */
+const POOL = 2;
 const HOME = '/var/lib/aenv-h7/density';
 const RUNTIME = '/run/aenv-h7/density';
 const TAG = 'h7';
@@ -253,6 +256,8 @@ async function nodeLevel(nodePid: number): Promise<Figures> {
     const perSandbox = n ? mib((emptyNode - (await memAvailable())) / n) : '–';
     const creates: number[] = [];
     for (let i = 0; i < 5; i++) {
+      // Each from a full pool, as at every step: otherwise a p50 mixes handouts and restores.
+      await poolFull(`http://127.0.0.1:${PORT}`, POOL);
       let s: Sandbox | undefined;
       creates.push(await timeMs(async () => (s = await Sandbox.create())));
       await s!.kill();

@@ -27,7 +27,7 @@ import { inspectGvisorHost } from '@agentenv/node';
 import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs } from './bench-node.js';
+import { borrowBaseRootfs, poolFull } from './bench-node.js';
 import {
   DOCKER_OPTIONS,
   DockerLab,
@@ -344,7 +344,7 @@ async function poolCreates(): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < ITER; i++) {
     // A rollout's steps leave the pool time to refill; wait until it has.
-    for (let t = 0; t < 300 && !(await poolFull()); t++) await sleep(50);
+    await poolFull(URL_BASE, POOL);
     let s: Sandbox | undefined;
     out.push(await timeMs(async () => (s = await Sandbox.create())));
     await s!.kill();
@@ -362,14 +362,6 @@ async function poolRow(restore?: number[], dockerCreate?: DockerMeasure): Promis
     ...(restore ? { base: restore, baseName: 'runsc restore → envd' } : {}),
     ...dockerCols(dockerCreate, DOCKER_CREATE),
   });
-}
-
-async function poolFull(): Promise<boolean> {
-  const text = await fetch(`${URL_BASE}/metrics`).then((r) => r.text());
-  const ready = [...text.matchAll(/^aenv_pool_ready\{pool="([^"]+)"\} (\d+)$/gm)].filter(
-    (m) => m[1] !== 'network',
-  );
-  return ready.some((m) => Number(m[2]) >= POOL);
 }
 
 async function forkRows(baseline: Map<number, number[]>, docker?: DockerLifecycle): Promise<void> {
