@@ -1,6 +1,7 @@
 import { rmSync } from 'node:fs';
 import { NodeStatus } from '@agentenv/protocol/scheduler';
 import { createSchedulerClient } from '@agentenv/scheduler';
+import { callApi } from '../api-call.js';
 import { eventually } from '../eventually.js';
 import { ClusterLauncher, removeCgroups, snapshotStore, type LaunchOptions } from '../launcher/index.js';
 import { TEST_CLUSTER_KEY as API_KEY, TEST_CLUSTER_LAYOUT } from './test-layout.js';
@@ -89,30 +90,8 @@ export class TestCluster extends ClusterLauncher {
   }
 
   /** A control call to `base` (a gateway or a node) with the cluster's key. */
-  async apiAt(
-    base: string,
-    method: string,
-    path: string,
-    body?: unknown,
-    headers: Record<string, string> = {},
-  ) {
-    const r = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        'x-api-key': API_KEY,
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await r.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = text;
-    }
-    return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
+  apiAt(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+    return callApi(base, API_KEY, method, path, body, headers);
   }
 
   async nodeViews(): Promise<NodeView[]> {

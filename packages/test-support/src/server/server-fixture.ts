@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { relative } from 'node:path';
 import { afterAll, beforeAll, expect } from 'vitest';
+import { callApi } from '../api-call.js';
 import { packageDir } from '../paths.js';
 
 const SERVER = `${packageDir('@agentenv/node')}/bin/aenv-server.js`;
@@ -166,25 +167,8 @@ export function useSdkEnv(url = URL_BASE): void {
 
 /** The API of the node at `base` (another instance's `urlOf(n)`), called like api(). */
 export function apiAt(base: string) {
-  return async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const r = await fetch(`${base}${path}`, {
-      method,
-      headers: {
-        'x-api-key': API_KEY,
-        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
-        ...headers,
-      },
-      body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
-    });
-    const text = await r.text();
-    let json: unknown;
-    try {
-      json = text ? JSON.parse(text) : undefined;
-    } catch {
-      json = text;
-    }
-    return { status: r.status, headers: r.headers, json: json as Record<string, unknown> & unknown[] };
-  };
+  return (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    callApi(base, API_KEY, method, path, body, headers);
 }
 
 /** The test node's API (the one useSdkEnv points at): status, headers and the parsed body. */
