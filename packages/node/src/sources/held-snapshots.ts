@@ -26,7 +26,8 @@ export class HeldSnapshotFiles {
     for (const name of await readdir(this.dir)) {
       const path = join(this.dir, name);
       const held = name.endsWith(SUFFIX) ? await readHeld(path) : undefined;
-      if (held) out.push(held);
+      // A file is only ever named for the snapshot it holds; one that is not is dropped here.
+      if (held && `${held.info.snapshotID}${SUFFIX}` === name) out.push(held);
       else await rm(path, { force: true });
     }
     return out;
