@@ -7,7 +7,7 @@
 # (e2fsprogs' mkfs.ext4), the base template build (mmdebstrap), image unpacking (zstd, python3 for
 # special files), and runsc (installed apart, below).
 AENV_NODE_PACKAGES=(
-  iproute2 iptables nftables kmod procps psmisc util-linux attr e2fsprogs
+  iproute2 iptables nftables conntrack kmod procps psmisc util-linux attr e2fsprogs
   mmdebstrap debian-archive-keyring
   python3 zstd curl ca-certificates
 )

@@ -11,6 +11,8 @@ export interface NetTools {
   readonly iptablesRestore: string;
   readonly iptablesSave: string;
   readonly sysctl: string;
+  /** Absent on a host without conntrack-tools: released slots are then torn down, not reused. */
+  readonly conntrack: string | null;
   readonly flavour: IptablesFlavour;
 }
 
@@ -43,16 +45,17 @@ export function requireRoot(): void {
  */
 export async function resolveTools(choice: 'auto' | IptablesFlavour): Promise<NetTools> {
   const suffix = choice === 'auto' ? '' : `-${choice}`;
-  const [ip, iptables, iptablesRestore, iptablesSave, sysctl] = await Promise.all([
+  const [ip, iptables, iptablesRestore, iptablesSave, sysctl, conntrack] = await Promise.all([
     findBinary('ip'),
     findBinary(`iptables${suffix}`),
     findBinary(`iptables${suffix}-restore`),
     findBinary(`iptables${suffix}-save`),
     findBinary('sysctl'),
+    findBinary('conntrack').catch(() => null),
   ]);
   const flavour =
     choice === 'auto' ? parseIptablesFlavour((await runCommand(iptables, ['--version'])).stdout) : choice;
-  return { ip, iptables, iptablesRestore, iptablesSave, sysctl, flavour };
+  return { ip, iptables, iptablesRestore, iptablesSave, sysctl, conntrack, flavour };
 }
 
 let workaround: Promise<boolean> | undefined;

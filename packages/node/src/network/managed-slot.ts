@@ -3,7 +3,13 @@ import type { NetContext } from './context.js';
 import { NetworkError } from './errors.js';
 import { Limiter } from '@agentenv/common';
 import type { SlotNames } from './naming.js';
-import { applyEgress, destroySlotNetwork, resetSandboxInterface, type SlotSpec } from './slot-ops.js';
+import {
+  applyEgress,
+  destroySlotNetwork,
+  recycleSlotNetwork,
+  resetSandboxInterface,
+  type SlotSpec,
+} from './slot-ops.js';
 import type { EgressRules, NetSlot } from './slot.js';
 import { sameEgress } from './egress.js';
 
@@ -64,6 +70,20 @@ export class ManagedSlot implements NetSlot, SlotSpec {
       await applyEgress(this.#ctx, this, egress);
       this.#egress = egress;
     });
+  }
+
+  /**
+   * @internal Used by NetworkManager.release: the same network under a new handle, reset for the
+   * next sandbox (see recycleSlotNetwork) with `egress`. This handle is dead from the call on, so
+   * a late setEgress by the previous holder fails instead of changing the next one's rules.
+   */
+  async recycle(conntrack: string, egress: EgressRules): Promise<ManagedSlot> {
+    this.#released = true;
+    const next = new ManagedSlot(this.#ctx, this.index, this.names, this.addresses, egress);
+    await this.#queue.run(() =>
+      recycleSlotNetwork(this.#ctx, this, conntrack, sameEgress(this.#egress, egress) ? null : egress),
+    );
+    return next;
   }
 
   /** @internal Used by NetworkManager.release/shutdown. Marks the slot dead first. */

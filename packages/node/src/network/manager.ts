@@ -120,12 +120,36 @@ export class NetworkManager {
     await managed.applyEgress(validateEgressRules(rules));
   }
 
-  /** Tears the slot down. Releasing a slot twice is a no-op. */
+  /**
+   * Gives a slot back once its sandbox is gone: reset and kept in the pool when the pool has room
+   * (and the host has conntrack to make the router forget the old connections), else torn down.
+   * Releasing a slot twice is a no-op.
+   */
   async release(slot: NetSlot): Promise<void> {
     const managed = this.#own(slot);
     if (managed.released) return;
+    const { conntrack } = this.#ctx.tools;
+    if (conntrack && this.#pool.hasRoom && !this.#shutdown) {
+      const next = await this.#track(() => this.#recycle(managed, conntrack));
+      if (next && this.#pool.put(next)) return;
+      if (next) return this.#discard(next);
+    }
     await this.#discard(managed);
     this.#pool.fill();
+  }
+
+  /** The slot's network under a new handle, reset for another sandbox; undefined if that failed. */
+  async #recycle(slot: ManagedSlot, conntrack: string): Promise<ManagedSlot | undefined> {
+    try {
+      const next = await slot.recycle(conntrack, this.config.defaultEgress);
+      this.#slots.delete(slot);
+      this.#slots.add(next);
+      this.#created.add(next);
+      return next;
+    } catch (error) {
+      this.#ctx.logger.warn({ err: error, index: slot.index }, 'could not reset a released network slot');
+      return undefined;
+    }
   }
 
   stats(): NetworkStats {

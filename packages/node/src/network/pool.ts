@@ -37,6 +37,22 @@ export class WarmPool<T> {
     return item;
   }
 
+  /**
+   * Takes back an item whose user is done with it (a recycled one); false: the caller disposes of
+   * it. Up to twice the size are kept: a take() refills at once, so a pool whose items come back
+   * would otherwise be full each time one does, and build a new item for every one it throws away.
+   */
+  put(item: T): boolean {
+    if (!this.hasRoom) return false;
+    this.#ready.push(item);
+    return true;
+  }
+
+  /** Whether put() would take an item now. */
+  get hasRoom(): boolean {
+    return !this.#closed && this.#ready.length < 2 * this.#options.size;
+  }
+
   fill(): void {
     if (this.#closed || this.#creating || this.#ready.length >= this.#options.size) return;
     this.#creating = true;

@@ -196,6 +196,26 @@ export function resetSandboxInterface(ctx: NetContext, spec: SlotSpec): Promise<
 }
 
 /**
+ * Makes a slot whose sandbox is gone as good as a new one, for the next sandbox: the router
+ * forgets the old sandbox's connections (a late reply to one would otherwise still be forwarded
+ * to whatever listens at the sandbox address next), the firewall goes back to `egress`, and the
+ * sandbox interface gets back what runsc took from it. A fraction of a rebuild's process spawns,
+ * and no namespace is created or torn down (their teardown holds the kernel's RTNL lock).
+ */
+export async function recycleSlotNetwork(
+  ctx: NetContext,
+  spec: SlotSpec,
+  conntrack: string,
+  egress: EgressRules | null,
+): Promise<void> {
+  await settleAll([
+    runCommand(ctx.tools.ip, ['netns', 'exec', spec.names.routerNs, conntrack, '-F']),
+    egress ? applyEgress(ctx, spec, egress) : Promise.resolve(),
+    resetSandboxInterface(ctx, spec),
+  ]);
+}
+
+/**
  * Idempotent: also cleans up after a half-finished create. The host-side veth goes first because
  * deleting it destroys its pair synchronously, so the index (and the name) can be reused at once.
  */

@@ -58,9 +58,11 @@ export class Pauser {
     }
     this.core.live.delete(rec.sandboxId);
     // Given back after the answer, as a kill does: tearing the namespace down is not the pause's.
-    void this.core.background.run('pause-release', rec.sandboxId, () =>
-      this.core.releaseSlot(live.slot, rec.sandboxId),
-    );
+    // Only once the checkpointed processes have exited: the slot may go to another sandbox next.
+    void this.core.background.run('pause-release', rec.sandboxId, async () => {
+      await d.driver.released(live.handle.id);
+      await this.core.releaseSlot(live.slot, rec.sandboxId);
+    });
     this.core.logs.add(
       rec.sandboxId,
       kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',

@@ -108,6 +108,38 @@ describe.skipIf(!isRoot())('sandbox networking with real namespaces', () => {
     }
   });
 
+  it('resets a released slot for the next sandbox: connections forgotten, default egress, old handle dead', async () => {
+    const flows = (slot: ManagedSlot) =>
+      sh('ip', ['netns', 'exec', slot.names.routerNs, 'conntrack', '-L', '-d', INTERNET_ADDRESS]);
+    const first = await m().acquire({ allowInternet: false, allowOut: [INTERNET_ADDRESS], denyOut: [] });
+    expect((await fetchFrom(first.names.sandboxNs, INTERNET_URL)).ok).toBe(true);
+    expect(await flows(first)).toContain(INTERNET_ADDRESS);
+    await m().release(first);
+
+    // The pool hands out what it had first; the recycled slot comes after them.
+    const taken: ManagedSlot[] = [];
+    try {
+      while (!taken.some((s) => s.index === first.index) && taken.length < 8) taken.push(await m().acquire());
+      const again = taken.find((s) => s.index === first.index);
+      expect(again).toBeDefined();
+      expect(again).not.toBe(first);
+      expect(again!.names).toEqual(first.names);
+      expect(await flows(again!)).not.toContain(INTERNET_ADDRESS);
+      expect(again!.egress).toEqual(m().config.defaultEgress);
+      expect(await fetchFrom(again!.names.sandboxNs, INTERNET_URL)).toEqual({
+        ok: true,
+        body: `internet:${INTERNET_ADDRESS}`,
+      });
+      // The previous holder's handle no longer reaches the slot.
+      await expect(
+        m().setEgress(first, { allowInternet: false, allowOut: [], denyOut: [] }),
+      ).rejects.toMatchObject({ code: 'UNKNOWN_SLOT' });
+      expect((await fetchFrom(again!.names.sandboxNs, INTERNET_URL)).ok).toBe(true);
+    } finally {
+      for (const s of taken) await m().release(s);
+    }
+  });
+
   it('refuses bad rules without touching the slot', async () => {
     const slot = await m().acquire();
     try {

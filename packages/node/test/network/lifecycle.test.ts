@@ -52,12 +52,13 @@ describe.skipIf(!isRoot())('network slot lifecycle', () => {
       timings.release.push(performance.now() - start);
     }
     await m.poolIdle();
-    // Lowest-free reuse: one pooled slot plus the one in use, whatever the interleaving.
-    expect(indexes.size).toBeLessThanOrEqual(3);
+    // A released slot goes back to the pool (which keeps up to twice its size of them), so the
+    // loop runs on the pooled slot and the one built when the first was taken.
+    expect(indexes.size).toBe(2);
     const state = await leftovers('tl');
-    expect(state.namespaces).toHaveLength(2); // the pooled slot's router and sandbox namespaces
-    expect(state.links).toHaveLength(1);
-    expect(m.stats()).toMatchObject({ live: 0, pooled: 1 });
+    expect(state.namespaces).toHaveLength(4); // the pooled slots' router and sandbox namespaces
+    expect(state.links).toHaveLength(2);
+    expect(m.stats()).toMatchObject({ live: 0, pooled: 2 });
 
     const median = (values: number[]) => [...values].sort((a, b) => a - b)[values.length >> 1]?.toFixed(1);
     console.log(

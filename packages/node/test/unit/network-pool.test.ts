@@ -37,6 +37,28 @@ describe('WarmPool', () => {
     expect([pool.take(), pool.take(), pool.take()]).toEqual([1, 2, 3]);
   });
 
+  it('takes items back up to twice its size, and builds none while what comes back keeps it full', async () => {
+    const { pool } = harness(2);
+    pool.fill();
+    await pool.whenIdle();
+    // A create/kill loop: each taken item comes back once its user is done.
+    for (let i = 0; i < 5; i++) {
+      const item = pool.take()!;
+      await pool.whenIdle();
+      expect(pool.put(item)).toBe(true);
+    }
+    expect(pool.ready).toBe(3);
+    expect([pool.take(), pool.take(), pool.take()].sort()).toEqual([0, 1, 2]);
+    await pool.whenIdle();
+    expect(pool.ready).toBe(2);
+    expect(pool.put(10)).toBe(true);
+    expect(pool.put(11)).toBe(true);
+    expect(pool.hasRoom).toBe(false);
+    expect(pool.put(12)).toBe(false);
+    await pool.close();
+    expect(pool.put(13)).toBe(false);
+  });
+
   it('does nothing with size 0', async () => {
     const { pool } = harness(0);
     pool.fill();
