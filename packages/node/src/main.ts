@@ -84,6 +84,7 @@ async function assembleNode(
     slots: network,
     memory: procMeminfo,
     captures,
+    envd: t.envd,
     logger,
   });
   const metrics = new NodeMetrics({

@@ -11,8 +11,11 @@ export interface EnvdInit {
   accessToken?: string;
   defaultUser?: string;
   defaultWorkdir?: string;
-  /** ISO-8601. */
-  timestamp: string;
+  /**
+   * ISO-8601, the node's clock: an /init older than the last one applied is ignored. Absent: applied
+   * whatever came before (a warm pool's /init, which the handout's then replaces).
+   */
+  timestamp?: string;
   /** A fresh /proc/sys/kernel/random/boot_id, for a sandbox that starts fresh. */
   bootId?: string;
   /** Volumes to bind at their paths, from beneath VOLUMES_SANDBOX_PATH. */

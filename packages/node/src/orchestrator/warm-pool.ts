@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { initDefaults, type EnvdConnector } from '../envd/index.js';
 import type { NetSlot } from '../network/index.js';
 import type { Capture, RuntimeDriver, SandboxHandle } from '../runtime/index.js';
 import type { CaptureDirs, HostMemory, ResolvedTemplate, SlotProvider } from './seams.js';
@@ -20,6 +22,8 @@ export interface WarmPoolOptions {
   memory: HostMemory;
   /** Whether a template's capture is still there (a deleted template's cache entry is gone). */
   captures: Pick<CaptureDirs, 'complete'>;
+  /** Each pooled sandbox gets an /init once restored (see refill). */
+  envd: EnvdConnector;
   logger: Logger;
 }
 
@@ -36,12 +40,13 @@ export class SandboxWarmPool {
 
   constructor(private readonly opts: WarmPoolOptions) {}
 
-  /** A waiting sandbox of the template, if any (frozen: the taker thaws it); starts a refill either way. */
+  /**
+   * A waiting sandbox of the template, if any (frozen: the taker thaws it). The taker calls fill()
+   * once its create is done.
+   */
   take(template: ResolvedTemplate): PooledSandbox | undefined {
     this.sweep(template);
-    const entry = this.ready.get(poolKey(template))?.shift();
-    this.fill(template);
-    return entry;
+    return this.ready.get(poolKey(template))?.shift();
   }
 
   fill(template: ResolvedTemplate): void {
@@ -68,15 +73,33 @@ export class SandboxWarmPool {
           resources: template.defaults,
           net: slot,
         });
+        // The first /init after a restore reads and writes envd's files (boot id, user database)
+        // through gVisor's gofer for the first time: ~40-60 ms that the handout's /init then
+        // no longer pays. Everything it sets, the handout's /init sets again.
+        const primed = await this.opts
+          .envd(slot.hostAddress, handle.envdPort)
+          .init(
+            { envVars: {}, ...initDefaults(template.sandboxDefaults), bootId: randomUUID() },
+            template.envdToken,
+          )
+          .then(
+            () => true,
+            (err: unknown) => {
+              this.opts.logger.warn({ err }, 'the envd of a pooled sandbox refused /init');
+              return false;
+            },
+          );
         // Frozen while it waits: a restored sandbox left running uses CPU (its sentry's timers)
         // for as long as no create comes; the handout thaws it (~12 ms).
-        const frozen = await this.opts.driver.freeze(handle).then(
-          () => true,
-          (err: unknown) => {
-            this.opts.logger.warn({ err }, 'freezing a pooled sandbox failed');
-            return false;
-          },
-        );
+        const frozen =
+          primed &&
+          (await this.opts.driver.freeze(handle).then(
+            () => true,
+            (err: unknown) => {
+              this.opts.logger.warn({ err }, 'freezing a pooled sandbox failed');
+              return false;
+            },
+          ));
         if (this.closed || !frozen) {
           await this.opts.driver.kill(handle);
           await this.opts.slots.release(slot);

@@ -12,6 +12,11 @@ describe('warm pool', () => {
     const rec = await node.create({ envVars: { X: 'y' } });
     // The create took a waiting sandbox (only /init was left to do); a refill follows it.
     expect(waiting).toContain(rec.handle!.id);
+    // The pool had given it an /init of its own (a boot id, no time, nothing of a create's) before
+    // freezing it.
+    const inits = node.envd.inits.filter((i) => i.host === rec.handle!.net!.hostAddress).map((i) => i.init);
+    expect(inits.at(-2)).toMatchObject({ envVars: {}, bootId: expect.any(String) });
+    expect(inits.at(-2)?.timestamp).toBeUndefined();
     expect(node.envd.initOf(rec.handle!.net!.hostAddress)?.envVars.X).toBe('y');
     await until(() => pooled(node) === 2, 'a refilled pool');
     expect(node.slots.used).toBe(2 + 2);
@@ -157,7 +162,9 @@ describe('warm pool', () => {
   it('closing it waits for a refill under way and kills the sandbox it restored', async () => {
     const node = new FakeNode({ poolSize: 1 });
     await node.create();
+    await until(() => pooled(node) === 1);
     const refill = node.driver.faults.hold('restore');
+    // Taken from the pool; the refill after it is held in its restore.
     await node.create();
     await refill.reached;
     let closed = false;

@@ -140,6 +140,7 @@ export class FakeNode {
       slots: this.slots,
       memory: this.memory,
       captures: this.captures,
+      envd: this.envd.connect,
       logger: this.logger,
     });
     this.orchestrator = new Orchestrator({
