@@ -271,6 +271,8 @@ async function nodeLevel(nodePid: number): Promise<Figures> {
     const rows: string[] = [];
     for (const n of STEPS.filter((n) => n < IDLE)) rows.push(await step(n));
     await hold(IDLE);
+    // The pool refills once each create has answered: the last one's refill may be under way.
+    await poolFull(`http://127.0.0.1:${PORT}`, POOL);
     const figures = await idleCost(
       nodePid,
       held.map((s) => s.sandboxId),

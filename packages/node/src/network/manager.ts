@@ -132,7 +132,8 @@ export class NetworkManager {
     if (conntrack && this.#pool.hasRoom && !this.#shutdown) {
       const next = await this.#track(() => this.#recycle(managed, conntrack));
       if (next && this.#pool.put(next)) return;
-      if (next) return this.#discard(next);
+      // Not kept, and not torn down already by a shutdown that began meanwhile.
+      if (next) return next.released ? undefined : this.#discard(next);
     }
     await this.#discard(managed);
     this.#pool.fill();
