@@ -76,31 +76,21 @@ export class SandboxWarmPool {
         // The first /init after a restore reads and writes envd's files (boot id, user database)
         // through gVisor's gofer for the first time: ~40-60 ms that the handout's /init then
         // no longer pays. Everything it sets, the handout's /init sets again.
-        const primed = await this.opts
-          .envd(slot.hostAddress, handle.envdPort)
-          .init(
-            { envVars: {}, ...initDefaults(template.sandboxDefaults), bootId: randomUUID() },
-            template.envdToken,
-          )
-          .then(
-            () => true,
-            (err: unknown) => {
-              this.opts.logger.warn({ err }, 'the envd of a pooled sandbox refused /init');
-              return false;
-            },
-          );
-        // Frozen while it waits: a restored sandbox left running uses CPU (its sentry's timers)
-        // for as long as no create comes; the handout thaws it (~12 ms).
-        const frozen =
-          primed &&
-          (await this.opts.driver.freeze(handle).then(
-            () => true,
-            (err: unknown) => {
-              this.opts.logger.warn({ err }, 'freezing a pooled sandbox failed');
-              return false;
-            },
-          ));
-        if (this.closed || !frozen) {
+        // Then frozen while it waits: a restored sandbox left running uses CPU (its sentry's
+        // timers) for as long as no create comes; the handout thaws it (~12 ms).
+        const ready =
+          (await this.succeeds(
+            () =>
+              this.opts
+                .envd(slot.hostAddress, handle.envdPort)
+                .init(
+                  { envVars: {}, ...initDefaults(template.sandboxDefaults), bootId: randomUUID() },
+                  template.envdToken,
+                ),
+            'the envd of a pooled sandbox refused /init',
+          )) &&
+          (await this.succeeds(() => this.opts.driver.freeze(handle), 'freezing a pooled sandbox failed'));
+        if (this.closed || !ready) {
           await this.opts.driver.kill(handle);
           await this.opts.slots.release(slot);
           return;
@@ -111,6 +101,17 @@ export class SandboxWarmPool {
         throw err;
       }
     }
+  }
+
+  /** Runs one step of readying a pooled sandbox; a failure is logged as `failure` and gives false. */
+  private succeeds(step: () => Promise<unknown>, failure: string): Promise<boolean> {
+    return step().then(
+      () => true,
+      (err: unknown) => {
+        this.opts.logger.warn({ err }, failure);
+        return false;
+      },
+    );
   }
 
   /** Waiting sandboxes per template id. */
