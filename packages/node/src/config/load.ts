@@ -55,6 +55,7 @@ export function defaults(env: Env): NodeConfig {
       memoryOvercommit: 4,
       memoryLimitMb: 0,
       idleFreezeSecs: 10,
+      idleFreezeCpuPct: 10,
     },
     fork: { maxChildren: 16 },
     pool: { size: 2 },
@@ -132,6 +133,8 @@ export function envOverrides(env: Env): Json {
     set(['orchestrator', 'memoryOvercommit'], Number(env.AENV_MEMORY_OVERCOMMIT));
   if (env.AENV_MEMORY_LIMIT_MB) set(['orchestrator', 'memoryLimitMb'], Number(env.AENV_MEMORY_LIMIT_MB));
   if (env.AENV_IDLE_FREEZE_SECS) set(['orchestrator', 'idleFreezeSecs'], Number(env.AENV_IDLE_FREEZE_SECS));
+  if (env.AENV_IDLE_FREEZE_CPU_PCT)
+    set(['orchestrator', 'idleFreezeCpuPct'], Number(env.AENV_IDLE_FREEZE_CPU_PCT));
   if (env.AENV_SNAPSHOT_STORE) set(['backend', 'posixFs', 'snapshotStore'], env.AENV_SNAPSHOT_STORE);
   if (env.AENV_MAX_STREAMS) set(['streams', 'maxOpen'], Number(env.AENV_MAX_STREAMS));
   if (env.AENV_MAX_STREAMS_PER_KEY) set(['streams', 'maxPerKey'], Number(env.AENV_MAX_STREAMS_PER_KEY));

@@ -30,6 +30,12 @@ export const NodeConfigSchema = Type.Object({
     memoryLimitMb: Type.Integer({ minimum: 0 }),
     /** A running sandbox without traffic, calls or open commands this long is frozen; 0: never. */
     idleFreezeSecs: Type.Integer({ minimum: 0, maximum: 86_400 }),
+    /**
+     * Busier than this (its host processes' CPU, in % of one core, over the last seconds) a
+     * sandbox is not idle, requests or not: a job left running in it keeps running. 0: requests
+     * alone decide.
+     */
+    idleFreezeCpuPct: Type.Number({ minimum: 0, maximum: 100_000 }),
   }),
   fork: Type.Object({ maxChildren: Type.Integer({ minimum: 1, maximum: 1024 }) }),
   pool: Type.Object({ size: Type.Integer({ minimum: 0, maximum: 1024 }) }),

@@ -5,11 +5,33 @@ const SWEEP_MAX_MS = 1000;
 
 const FREEZE_TASK = 'idle-freeze';
 
+/** How long the CPU a sandbox uses is measured over before it counts as idle. */
+const CPU_WINDOW_MS = 2000;
+
+/** A reading of a sandbox's CPU time, taken while no request reached it since `idleSince`. */
+interface CpuReading {
+  idleSince: number;
+  at: number;
+  cpuNs: number;
+}
+
+/**
+ * Whether CPU time going from `from` to `cpuNs` at `now` is more than `pct` % of one core. A
+ * gVisor sandbox that runs nothing uses a few % of a core (runsc's systrap platform wakes every
+ * 400 µs), so the bar sits above that.
+ */
+export function busierThan(pct: number, from: CpuReading, now: number, cpuNs: number): boolean {
+  const ms = now - from.at;
+  return ms > 0 && (cpuNs - from.cpuNs) / 1e6 / ms > pct / 100;
+}
+
 /**
  * Freezes running sandboxes nobody uses and thaws them on their next use. Idle means: no
  * request through the proxy open (a running command streams its output through one, so a
  * command keeps its sandbox awake) and no traffic, call or lifecycle change for `idleMs`, as the
- * ActivityTracker counts it. A frozen sandbox uses no CPU at all (the driver stops every one of
+ * ActivityTracker counts it, and, with `cpuPct` above 0, no more CPU than that over the last
+ * CPU_WINDOW_MS of it: a job left running in the sandbox (a build, a server's own work, a
+ * `nohup` loop) keeps it awake, as it would keep running on E2B. A frozen sandbox uses no CPU at all (the driver stops every one of
  * its processes) and keeps its memory; its stored state stays `running`, since clients never see
  * the difference beyond a little latency on the request that wakes it.
  *
@@ -21,10 +43,13 @@ export class IdleFreezer {
   private readonly frozen = new Map<string, string>();
   /** Sandboxes the sweep decided to freeze whose freeze has not finished. */
   private readonly freezing = new Set<string>();
+  /** The CPU time of sandboxes close to idle, to tell a quiet one from one running a job. */
+  private readonly cpu = new Map<string, CpuReading>();
 
   constructor(
     private readonly core: SandboxCore,
     private readonly idleMs: number,
+    private readonly cpuPct = 0,
   ) {}
 
   /** Starts the periodic sweep; nothing happens when freezing is off (idleMs 0). */
@@ -43,13 +68,46 @@ export class IdleFreezer {
   sweep(): void {
     for (const [id, handle] of this.frozen)
       if (this.core.live.get(id)?.handle.id !== handle) this.frozen.delete(id);
+    for (const id of this.cpu.keys()) if (!this.core.live.has(id) || this.frozen.has(id)) this.cpu.delete(id);
+    // With CPU counted, its reading starts one window before the idle time is up, to freeze on time.
+    const window = this.cpuPct > 0 ? Math.min(CPU_WINDOW_MS, this.idleMs) : 0;
     for (const id of this.core.live.keys()) {
-      if (this.frozen.has(id) || this.freezing.has(id) || !this.idleLongEnough(id)) continue;
+      if (this.frozen.has(id) || this.freezing.has(id)) continue;
+      const idle = this.requestIdleFor(id);
+      if (idle === undefined || idle < this.idleMs - window) continue;
       this.freezing.add(id);
       void this.core.background
-        .run(FREEZE_TASK, id, () => this.freeze(id))
+        .run(FREEZE_TASK, id, async () => {
+          if (await this.quiet(id, window)) await this.freeze(id);
+        })
         .finally(() => this.freezing.delete(id));
     }
+  }
+
+  /**
+   * Whether the sandbox used at most cpuPct of a core since a reading taken at least half a
+   * `window` ago in the same request-idle stretch; the first look only takes that reading, and a
+   * busy sandbox gets a new one. True when CPU does not count or the driver cannot tell.
+   */
+  private async quiet(id: string, window: number): Promise<boolean> {
+    const live = this.core.live.get(id);
+    if (!live) return false;
+    if (window === 0) return true;
+    const cpuNs = await this.core.d.driver.cpuTime(live.handle).catch(() => null);
+    if (cpuNs === null) return true;
+    const idle = this.requestIdleFor(id);
+    if (idle === undefined) return false;
+    const now = this.core.clock.now();
+    const reading = { idleSince: now - idle, at: now, cpuNs };
+    const from = this.cpu.get(id);
+    if (!from || from.idleSince !== reading.idleSince) {
+      this.cpu.set(id, reading);
+      return false;
+    }
+    if (idle < this.idleMs || now - from.at < window / 2) return false;
+    if (!busierThan(this.cpuPct, from, now, cpuNs)) return true;
+    this.cpu.set(id, reading);
+    return false;
   }
 
   /**
@@ -65,11 +123,17 @@ export class IdleFreezer {
     await this.core.mutex.run(id, () => this.thaw(id, use));
   }
 
-  private idleLongEnough(id: string): boolean {
-    if (this.core.d.store.get(id)?.state !== 'running') return false;
+  /** How long a running sandbox has had no request open or made; undefined when not running. */
+  private requestIdleFor(id: string): number | undefined {
+    if (this.core.d.store.get(id)?.state !== 'running') return undefined;
     const idle = this.core.activity.idleFor(id);
     // Never seen by the tracker (recovered, or created before it counted): idle from now.
     if (idle === undefined) this.core.activity.touch(id);
+    return idle;
+  }
+
+  private idleLongEnough(id: string): boolean {
+    const idle = this.requestIdleFor(id);
     return idle !== undefined && idle >= this.idleMs;
   }
 

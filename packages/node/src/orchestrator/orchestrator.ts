@@ -100,7 +100,8 @@ export class Orchestrator {
       pause: (id, r, kind) => this.pause(id, r, kind),
       kill: (id, r) => this.kill(id, r),
     });
-    this.idle = new IdleFreezer(core, deps.config.orchestrator.idleFreezeSecs * 1000);
+    const { idleFreezeSecs, idleFreezeCpuPct } = deps.config.orchestrator;
+    this.idle = new IdleFreezer(core, idleFreezeSecs * 1000, idleFreezeCpuPct);
     this.offExit = new Exits(core).listen();
   }
 

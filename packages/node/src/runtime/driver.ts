@@ -152,6 +152,11 @@ export interface RuntimeDriver {
   /** Sandboxes stopped by kill/checkpoint/a crash whose resources are still being reclaimed. */
   releasing(): readonly ReleasingSandbox[];
   stats(handle: SandboxHandle): Promise<SandboxStats>;
+  /**
+   * Cumulative CPU time of the sandbox's host processes in nanoseconds (SandboxStats.cpuNs alone,
+   * cheap enough to ask every second); null when the driver cannot tell.
+   */
+  cpuTime(handle: SandboxHandle): Promise<number | null>;
   status(handle: SandboxHandle): Promise<SandboxStatus>;
   /** Called when a sandbox dies on its own (runtime or envd crash); its resources are released first. */
   onExit(listener: (exit: SandboxExit) => void): () => void;

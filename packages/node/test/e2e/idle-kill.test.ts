@@ -76,6 +76,28 @@ describe('idle sandboxes are frozen and thawed on use', () => {
     }
   }, 180_000);
 
+  it('a job left running with nohup keeps its sandbox awake until it ends, requests or not', async () => {
+    const { sbx, cgroup } = await created(() => Sandbox.create());
+    try {
+      // Busy for 8 s of wall time, 4 times the idle freeze, with no request reaching the sandbox.
+      await sbx.commands.run(
+        'nohup sh -c \'timeout 8 sh -c "while :; do :; done"; echo done > /tmp/job\' >/dev/null 2>&1 &',
+      );
+      const started = Date.now();
+      let frozenWhileBusy = 0;
+      while (Date.now() - started < 6000) {
+        if (frozen(cgroup)) frozenWhileBusy++;
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(frozenWhileBusy).toBe(0);
+      // Once the job is done, the sandbox is idle: frozen, and the job's last step did run.
+      await untilFrozen(cgroup);
+      expect(await sbx.files.read('/tmp/job')).toBe('done\n');
+    } finally {
+      await sbx.kill();
+    }
+  }, 180_000);
+
   it('a frozen sandbox can be paused and resumed', async () => {
     const { sbx, cgroup } = await created(() => Sandbox.create());
     try {

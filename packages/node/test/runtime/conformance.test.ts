@@ -272,6 +272,9 @@ function conformance(name: string, made: MadeDriver): void {
       expect(s.workingSetBytes).toBeLessThanOrEqual(s.memoryBytes);
       if (s.pssBytes !== null) expect(s.pssBytes).toBeGreaterThan(1 << 20);
       expect(s.memoryLimitBytes).toBeGreaterThanOrEqual(SMALL.memoryMB * 1024 * 1024);
+      // cpuTime is stats' CPU figure alone: it only grows.
+      const cpu = await driver.cpuTime(source);
+      if (cpu !== null) expect(cpu).toBeGreaterThanOrEqual(s.cpuNs);
     });
 
     it('a failed checkpoint (out of disk) leaves the sandbox running', async () => {

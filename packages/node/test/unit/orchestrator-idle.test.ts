@@ -3,20 +3,18 @@ import { describe, expect, it, vi } from 'vitest';
 import { errorBody } from '@agentenv/common';
 import { FakeNode, rejection, type FakeNodeOptions } from '@agentenv/test-support/fakes';
 import { defaults, envOverrides } from '../../src/config/load.js';
+import { busierThan } from '../../src/orchestrator/idle.js';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
 
 /** FakeNode's config freezes after 10 s idle (the default); the sweep looks every second. */
 const IDLE_MS = 10_000;
+const SWEEP_MS = 1000;
 
 async function idleNode(opts: FakeNodeOptions = {}) {
   const { node, orch, id, rec } = await FakeNode.withRunning(opts);
   orch.startIdleLoop();
   const status = () => node.driver.status(rec.handle!);
-  /** Moves the clock and waits for what the sweeps started. */
-  const pass = async (ms: number) => {
-    node.clock.advance(ms);
-    await orch.backgroundIdle();
-  };
+  const pass = (ms: number) => node.elapse(ms, SWEEP_MS);
   return { node, orch, id, status, pass };
 }
 
@@ -91,9 +89,10 @@ describe('orchestrator: idle sandboxes are frozen', () => {
   });
 
   it('a request during a freeze waits for it and finds the sandbox running', async () => {
-    const { node, orch, id, status } = await idleNode();
+    const { node, orch, id, status, pass } = await idleNode();
     const held = node.driver.faults.hold('freeze');
-    node.clock.advance(IDLE_MS);
+    await pass(IDLE_MS - SWEEP_MS);
+    node.clock.advance(SWEEP_MS);
     await held.reached;
     const woken = orch.wake(id);
     held.release();
@@ -136,6 +135,63 @@ describe('orchestrator: idle sandboxes are frozen', () => {
     await off.pass(IDLE_MS * 100);
     expect(await off.status()).toBe('running');
     expect(off.node.driver.faults.calls('freeze')).toBe(0);
+  });
+});
+
+describe('orchestrator: a job running in an idle sandbox keeps it awake', () => {
+  /** Makes the sandbox's processes use `pct` % of one core over the next `ms`, a sweep at a time. */
+  async function burn(n: Awaited<ReturnType<typeof idleNode>>, pct: number, ms: number) {
+    const handle = n.orch.get(n.id).handle!;
+    for (let left = ms; left > 0; left -= SWEEP_MS) {
+      n.node.driver.runCpu(handle, (SWEEP_MS * 1e6 * pct) / 100);
+      await n.pass(SWEEP_MS);
+    }
+  }
+
+  it('a sandbox busier than idle_freeze_cpu_pct (10 % of a core) without requests is not frozen', async () => {
+    const n = await idleNode();
+    await burn(n, 25, IDLE_MS * 6);
+    expect(await n.status()).toBe('running');
+    expect(n.node.driver.faults.calls('freeze')).toBe(0);
+  });
+
+  it('once its job ends, it is frozen within a window of quiet', async () => {
+    const n = await idleNode();
+    await burn(n, 25, IDLE_MS * 2);
+    expect(await n.status()).toBe('running');
+    await burn(n, 3, 2000);
+    expect(await n.status()).toBe('frozen');
+  });
+
+  it('quiet by CPU is not enough: a request keeps it awake for idle_freeze_secs again', async () => {
+    const n = await idleNode();
+    await n.pass(IDLE_MS - SWEEP_MS);
+    n.orch.activity.touch(n.id);
+    await n.pass(IDLE_MS - SWEEP_MS);
+    expect(await n.status()).toBe('running');
+    await n.pass(SWEEP_MS);
+    expect(await n.status()).toBe('frozen');
+  });
+
+  it('with idle_freeze_cpu_pct 0, requests alone decide', async () => {
+    const n = await idleNode({ idleFreezeCpuPct: 0 });
+    await burn(n, 100, IDLE_MS);
+    expect(await n.status()).toBe('frozen');
+  });
+
+  it('idle_freeze_cpu_pct is 10 unless the config or AENV_IDLE_FREEZE_CPU_PCT says otherwise', () => {
+    expect(defaults({}).orchestrator.idleFreezeCpuPct).toBe(10);
+    expect(envOverrides({ AENV_IDLE_FREEZE_CPU_PCT: '0' })).toEqual({
+      orchestrator: { idleFreezeCpuPct: 0 },
+    });
+  });
+
+  it('busierThan compares CPU time over wall time with a share of one core', () => {
+    const from = { idleSince: 0, at: 1000, cpuNs: 5e9 };
+    expect(busierThan(10, from, 3000, 5e9 + 0.2e9)).toBe(false);
+    expect(busierThan(10, from, 3000, 5e9 + 0.21e9)).toBe(true);
+    expect(busierThan(150, from, 3000, 5e9 + 3.1e9)).toBe(true);
+    expect(busierThan(10, from, 1000, 9e9)).toBe(false);
   });
 });
 

@@ -78,8 +78,7 @@ describe('orchestrator: memory', () => {
     for (let i = 0; i < 16; i++) idle.push(await node.create());
     // Measured (the fake's working set is a quarter of its size), then frozen by the idle loop.
     for (const r of idle) await node.orchestrator.usage(r.sandboxId);
-    node.clock.advance(10_000);
-    await node.orchestrator.backgroundIdle();
+    await node.elapse(10_000);
     expect(node.orchestrator.memoryFigures()).toMatchObject({ nominal: 4 * GiB });
     for (let i = 0; i < 12; i++) await node.create();
     expect(errorBody(await rejection(node.create()))).toMatchObject({ status: 429 });

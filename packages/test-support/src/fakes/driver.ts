@@ -28,6 +28,8 @@ interface FakeSandbox {
   handle: SandboxHandle;
   status: SandboxStatus;
   state: Record<string, string>;
+  /** CPU time its processes used, ns: what a test says it burned (runCpu). */
+  cpuNs: number;
 }
 
 const STEP_ERROR: Record<DriverStep, (step: DriverStep) => RuntimeError> = {
@@ -136,7 +138,7 @@ export class FakeDriver implements RuntimeDriver {
     await this.faults.check('stats');
     const limit = handle.resources.memoryMB * 2 ** 20;
     return {
-      cpuNs: 1,
+      cpuNs: this.must(handle).cpuNs,
       memoryBytes: limit / 4,
       workingSetBytes: limit / 4,
       pssBytes: null,
@@ -144,6 +146,15 @@ export class FakeDriver implements RuntimeDriver {
       diskBytes: null,
       pids: 1,
     };
+  }
+
+  async cpuTime(handle: SandboxHandle): Promise<number | null> {
+    return this.sandboxes.get(handle.id)?.cpuNs ?? null;
+  }
+
+  /** The sandbox's processes used `ns` more nanoseconds of CPU (a job running inside it). */
+  runCpu(handle: SandboxHandle, ns: number): void {
+    this.must(handle).cpuNs += ns;
   }
 
   async status(handle: SandboxHandle): Promise<SandboxStatus> {
@@ -202,7 +213,7 @@ export class FakeDriver implements RuntimeDriver {
       readyAt: this.now(),
       ...(restoredFrom ? { restoredFrom } : {}),
     };
-    this.sandboxes.set(id, { handle, status: 'running', state: { ...state } });
+    this.sandboxes.set(id, { handle, status: 'running', state: { ...state }, cpuNs: 0 });
     return handle;
   }
 

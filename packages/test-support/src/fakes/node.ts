@@ -34,6 +34,8 @@ export interface FakeNodeOptions {
   maxConcurrentStarts?: number;
   /** `[orchestrator] idle_freeze_secs` (the default config's unless given; 0: off). */
   idleFreezeSecs?: number;
+  /** `[orchestrator] idle_freeze_cpu_pct` (the default config's unless given; 0: requests alone). */
+  idleFreezeCpuPct?: number;
   /** Warm sandboxes per template (0: off, the default here). */
   poolSize?: number;
   forkMaxChildren?: number;
@@ -191,6 +193,18 @@ export class FakeNode {
   }
 
   /** A create with E2B's defaults, from `base` unless `over` says otherwise. */
+  /**
+   * Moves the clock `ms` forward a second at a time, waiting after each second for the background
+   * work it started, as the time passing would let it finish (an idle sweep reads a sandbox's CPU
+   * before it freezes it).
+   */
+  async elapse(ms: number, stepMs = 1000): Promise<void> {
+    for (let left = ms; left > 0; left -= stepMs) {
+      this.clock.advance(Math.min(stepMs, left));
+      await this.orchestrator.backgroundIdle();
+    }
+  }
+
   create(over: Partial<CreateSandboxInput> = {}): Promise<SandboxRecord> {
     return this.orchestrator.create(createInput(over));
   }
@@ -253,6 +267,7 @@ function fakeConfig(opts: FakeNodeOptions): NodeConfig {
       ...(opts.maxConcurrentStarts !== undefined ? { maxConcurrentStarts: opts.maxConcurrentStarts } : {}),
       ...(opts.memoryLimitMb !== undefined ? { memoryLimitMb: opts.memoryLimitMb } : {}),
       ...(opts.idleFreezeSecs !== undefined ? { idleFreezeSecs: opts.idleFreezeSecs } : {}),
+      ...(opts.idleFreezeCpuPct !== undefined ? { idleFreezeCpuPct: opts.idleFreezeCpuPct } : {}),
     },
     pool: { size: opts.poolSize ?? 0 },
     fork: { maxChildren: opts.forkMaxChildren ?? c.fork.maxChildren },

@@ -60,15 +60,21 @@ function workingSet(usage: number | null, inactiveFile: number | null): number |
   return Math.max(0, usage - (inactiveFile ?? 0));
 }
 
+/** The cgroup's cumulative CPU time in nanoseconds (one file read), null when unreadable. */
+export async function readCgroupCpuNs(layout: CgroupLayout, cgroupsPath: string): Promise<number | null> {
+  if (layout === 'v1') return readNumber(join(CGROUP_ROOT, 'cpuacct', cgroupsPath, 'cpuacct.usage'));
+  const cpuStat = await readFile(join(CGROUP_ROOT, cgroupsPath, 'cpu.stat'), 'utf8').catch(() => '');
+  const usec = /usage_usec (\d+)/.exec(cpuStat)?.[1];
+  return usec ? Number(usec) * 1000 : null;
+}
+
 export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string): Promise<CgroupUsage> {
   if (layout === 'v2') {
     const dir = join(CGROUP_ROOT, cgroupsPath);
-    const cpuStat = await readFile(join(dir, 'cpu.stat'), 'utf8').catch(() => '');
-    const usec = /usage_usec (\d+)/.exec(cpuStat)?.[1];
     const memoryBytes = await readNumber(join(dir, 'memory.current'));
     const memStat = await readFile(join(dir, 'memory.stat'), 'utf8').catch(() => '');
     return {
-      cpuNs: usec ? Number(usec) * 1000 : null,
+      cpuNs: await readCgroupCpuNs(layout, cgroupsPath),
       memoryBytes,
       workingSetBytes: workingSet(memoryBytes, statField(memStat, 'inactive_file')),
       memoryLimitBytes: await readNumber(join(dir, 'memory.max')),
@@ -79,7 +85,7 @@ export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string)
   const memoryBytes = await readNumber(at('memory', 'memory.usage_in_bytes'));
   const memStat = await readFile(at('memory', 'memory.stat'), 'utf8').catch(() => '');
   return {
-    cpuNs: await readNumber(at('cpuacct', 'cpuacct.usage')),
+    cpuNs: await readCgroupCpuNs(layout, cgroupsPath),
     memoryBytes,
     workingSetBytes: workingSet(memoryBytes, statField(memStat, 'total_inactive_file')),
     memoryLimitBytes: await readNumber(at('memory', 'memory.limit_in_bytes')),

@@ -36,6 +36,7 @@ import {
 import {
   cgroupPids,
   ensureCpusetParent,
+  readCgroupCpuNs,
   readCgroupUsage,
   removeCgroups,
   setFrozen,
@@ -396,6 +397,11 @@ export class GvisorDriver implements RuntimeDriver {
 
   releasing(): readonly ReleasingSandbox[] {
     return this.reclaimer.releasing();
+  }
+
+  async cpuTime(handle: SandboxHandle): Promise<number | null> {
+    const host = await this.ready();
+    return readCgroupCpuNs(host.cgroups, this.get(handle).bundle.cgroupsPath);
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
