@@ -50,6 +50,15 @@ export class ActivityTracker {
     return a.open > 0 ? 0 : this.clock.now() - a.last;
   }
 
+  /**
+   * When its current stretch without traffic began (the clock's ms): undefined while a request is
+   * open or for an unknown sandbox. Two looks in one stretch see the same value.
+   */
+  quietSince(sandboxId: string): number | undefined {
+    const a = this.sandboxes.get(sandboxId);
+    return a && a.open === 0 ? a.last : undefined;
+  }
+
   /** The sandbox is gone from this node. */
   forget(sandboxId: string): void {
     this.sandboxes.delete(sandboxId);

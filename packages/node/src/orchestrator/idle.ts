@@ -31,9 +31,10 @@ export function busierThan(pct: number, from: CpuReading, now: number, cpuNs: nu
  * command keeps its sandbox awake) and no traffic, call or lifecycle change for `idleMs`, as the
  * ActivityTracker counts it, and, with `cpuPct` above 0, no more CPU than that over the last
  * CPU_WINDOW_MS of it: a job left running in the sandbox (a build, a server's own work, a
- * `nohup` loop) keeps it awake, as it would keep running on E2B. A frozen sandbox uses no CPU at all (the driver stops every one of
- * its processes) and keeps its memory; its stored state stays `running`, since clients never see
- * the difference beyond a little latency on the request that wakes it.
+ * `nohup` loop) keeps it awake, as it would keep running on E2B. A frozen sandbox uses no CPU at
+ * all (the driver stops every one of its processes) and keeps its memory; its stored state stays
+ * `running`, since clients never see the difference beyond a little latency on the request that
+ * wakes it.
  *
  * Freeze and thaw run under the sandbox's lock, so they never overlap an operation on it; the
  * freeze looks again under the lock, so a request that came in since the sweep keeps it awake.
@@ -41,7 +42,7 @@ export function busierThan(pct: number, from: CpuReading, now: number, cpuNs: nu
 export class IdleFreezer {
   /** Sandboxes frozen here → the runtime handle frozen (a resumed sandbox has a new one). */
   private readonly frozen = new Map<string, string>();
-  /** Sandboxes the sweep decided to freeze whose freeze has not finished. */
+  /** Sandboxes the sweep is looking at (their CPU) or freezing, until it is done. */
   private readonly freezing = new Set<string>();
   /** The CPU time of sandboxes close to idle, to tell a quiet one from one running a job. */
   private readonly cpu = new Map<string, CpuReading>();
@@ -95,16 +96,16 @@ export class IdleFreezer {
     if (window === 0) return true;
     const cpuNs = await this.core.d.driver.cpuTime(live.handle).catch(() => null);
     if (cpuNs === null) return true;
-    const idle = this.requestIdleFor(id);
-    if (idle === undefined) return false;
+    const idleSince = this.core.activity.quietSince(id);
+    if (idleSince === undefined || this.core.d.store.get(id)?.state !== 'running') return false;
     const now = this.core.clock.now();
-    const reading = { idleSince: now - idle, at: now, cpuNs };
+    const reading = { idleSince, at: now, cpuNs };
     const from = this.cpu.get(id);
-    if (!from || from.idleSince !== reading.idleSince) {
+    if (!from || from.idleSince !== idleSince) {
       this.cpu.set(id, reading);
       return false;
     }
-    if (idle < this.idleMs || now - from.at < window / 2) return false;
+    if (now - idleSince < this.idleMs || now - from.at < window / 2) return false;
     if (!busierThan(this.cpuPct, from, now, cpuNs)) return true;
     this.cpu.set(id, reading);
     return false;

@@ -1,8 +1,9 @@
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { errorBody } from '@agentenv/common';
-import { FakeNode, rejection, type FakeNodeOptions } from '@agentenv/test-support/fakes';
+import { FakeClock, FakeNode, rejection, type FakeNodeOptions } from '@agentenv/test-support/fakes';
 import { defaults, envOverrides } from '../../src/config/load.js';
+import { ActivityTracker } from '../../src/orchestrator/activity.js';
 import { busierThan } from '../../src/orchestrator/idle.js';
 import { SandboxProxy } from '../../src/proxy/proxy.js';
 
@@ -184,6 +185,23 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     expect(envOverrides({ AENV_IDLE_FREEZE_CPU_PCT: '0' })).toEqual({
       orchestrator: { idleFreezeCpuPct: 0 },
     });
+  });
+
+  it('a stretch without traffic has one start, whenever it is looked at; none while a request is open', () => {
+    const clock = new FakeClock();
+    const activity = new ActivityTracker(clock);
+    activity.touch('a');
+    const start = clock.now();
+    clock.advance(1500);
+    expect(activity.quietSince('a')).toBe(start);
+    clock.advance(700);
+    expect(activity.quietSince('a')).toBe(start);
+    const end = activity.begin('a');
+    expect(activity.quietSince('a')).toBeUndefined();
+    clock.advance(100);
+    end();
+    expect(activity.quietSince('a')).toBe(clock.now());
+    expect(activity.quietSince('unknown')).toBeUndefined();
   });
 
   it('busierThan compares CPU time over wall time with a share of one core', () => {
