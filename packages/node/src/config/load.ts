@@ -55,7 +55,7 @@ export function defaults(env: Env): NodeConfig {
       memoryOvercommit: 4,
       memoryLimitMb: 0,
       idleFreezeSecs: 10,
-      idleFreezeCpuPct: 10,
+      idleFreezeCpuPct: 15,
     },
     fork: { maxChildren: 16 },
     pool: { size: 2 },

@@ -149,7 +149,7 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     }
   }
 
-  it('a sandbox busier than idle_freeze_cpu_pct (10 % of a core) without requests is not frozen', async () => {
+  it('a sandbox busier than idle_freeze_cpu_pct (15 % of a core) without requests is not frozen', async () => {
     const n = await idleNode();
     await burn(n, 25, IDLE_MS * 6);
     expect(await n.status()).toBe('running');
@@ -180,8 +180,8 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     expect(await n.status()).toBe('frozen');
   });
 
-  it('idle_freeze_cpu_pct is 10 unless the config or AENV_IDLE_FREEZE_CPU_PCT says otherwise', () => {
-    expect(defaults({}).orchestrator.idleFreezeCpuPct).toBe(10);
+  it('idle_freeze_cpu_pct is 15 unless the config or AENV_IDLE_FREEZE_CPU_PCT says otherwise', () => {
+    expect(defaults({}).orchestrator.idleFreezeCpuPct).toBe(15);
     expect(envOverrides({ AENV_IDLE_FREEZE_CPU_PCT: '0' })).toEqual({
       orchestrator: { idleFreezeCpuPct: 0 },
     });
