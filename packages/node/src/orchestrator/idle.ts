@@ -1,11 +1,11 @@
-import type { SandboxCore } from './core.js';
+import type { Live, SandboxCore } from './core.js';
 
 /** The longest the idle sweep waits between looks. */
 const SWEEP_MAX_MS = 1000;
 
 const FREEZE_TASK = 'idle-freeze';
 
-/** How long the CPU a sandbox uses is measured over before it counts as idle. */
+/** A sandbox's CPU is measured over the last half to whole of this before it counts as idle. */
 const CPU_WINDOW_MS = 2000;
 
 /** A reading of a sandbox's CPU time, taken while no request reached it since `idleSince`. */
@@ -78,9 +78,7 @@ export class IdleFreezer {
       if (idle === undefined || idle < this.idleMs - window) continue;
       this.freezing.add(id);
       void this.core.background
-        .run(FREEZE_TASK, id, async () => {
-          if (await this.quiet(id, window)) await this.freeze(id);
-        })
+        .run(FREEZE_TASK, id, () => this.freeze(id, window))
         .finally(() => this.freezing.delete(id));
     }
   }
@@ -90,9 +88,7 @@ export class IdleFreezer {
    * `window` ago in the same request-idle stretch; the first look only takes that reading, and a
    * busy sandbox gets a new one. True when CPU does not count or the driver cannot tell.
    */
-  private async quiet(id: string, window: number): Promise<boolean> {
-    const live = this.core.live.get(id);
-    if (!live) return false;
+  private async quiet(id: string, live: Live, window: number): Promise<boolean> {
     if (window === 0) return true;
     const cpuNs = await this.core.d.driver.cpuTime(live.handle).catch(() => null);
     if (cpuNs === null) return true;
@@ -138,10 +134,14 @@ export class IdleFreezer {
     return idle !== undefined && idle >= this.idleMs;
   }
 
-  private freeze(id: string): Promise<void> {
+  /**
+   * Under the sandbox's lock from the sweep on, so that a thaw asked for meanwhile (a request, a
+   * pause on timeout) queues behind it and finds it frozen, or finds nothing to undo.
+   */
+  private freeze(id: string, window: number): Promise<void> {
     return this.core.mutex.run(id, async () => {
       const live = this.core.live.get(id);
-      if (!live || !this.idleLongEnough(id)) return;
+      if (!live || !(await this.quiet(id, live, window)) || !this.idleLongEnough(id)) return;
       const t0 = this.core.clock.now();
       await this.core.d.driver.freeze(live.handle);
       this.frozen.set(id, live.handle.id);

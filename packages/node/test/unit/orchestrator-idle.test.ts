@@ -174,6 +174,33 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     expect(await n.status()).toBe('frozen');
   });
 
+  it('a pause on timeout asked while a snapshot holds the sandbox and its CPU is read finds it awake', async () => {
+    const n = await idleNode();
+    const faults = n.node.driver.faults;
+    await n.pass(IDLE_MS - SWEEP_MS);
+    const snapshotting = faults.hold('checkpoint');
+    const snapshot = n.orch.snapshot(n.id);
+    await snapshotting.reached;
+    // Its idle time runs out under the snapshot; the sweep's CPU read is held on the way.
+    await n.pass(IDLE_MS - SWEEP_MS);
+    const reading = faults.hold('cpuTime');
+    n.node.clock.advance(SWEEP_MS);
+    const paused = n.orch.pause(n.id, 'timeout');
+    reading.release();
+    snapshotting.release();
+    await snapshot;
+    await paused;
+    expect(n.orch.get(n.id).state).toBe('paused');
+    expect(faults.calls('thaw')).toBe(faults.calls('freeze'));
+  });
+
+  it('a driver that cannot tell the CPU leaves the decision to requests', async () => {
+    const n = await idleNode();
+    n.node.driver.faults.failAlways('cpuTime');
+    await n.pass(IDLE_MS);
+    expect(await n.status()).toBe('frozen');
+  });
+
   it('with idle_freeze_cpu_pct 0, requests alone decide', async () => {
     const n = await idleNode({ idleFreezeCpuPct: 0 });
     await burn(n, 100, IDLE_MS);

@@ -22,7 +22,7 @@ import { fakeCaptureMeta, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
 export type DriverStep =
-  'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'freeze' | 'thaw' | 'stats';
+  'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'freeze' | 'thaw' | 'stats' | 'cpuTime';
 
 interface FakeSandbox {
   handle: SandboxHandle;
@@ -42,6 +42,7 @@ const STEP_ERROR: Record<DriverStep, (step: DriverStep) => RuntimeError> = {
   freeze: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   thaw: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   stats: (s) => new RuntimeOperationError(`fake: ${s} failed`),
+  cpuTime: (s) => new RuntimeOperationError(`fake: ${s} failed`),
 };
 
 /**
@@ -149,6 +150,7 @@ export class FakeDriver implements RuntimeDriver {
   }
 
   async cpuTime(handle: SandboxHandle): Promise<number | null> {
+    await this.faults.check('cpuTime');
     return this.sandboxes.get(handle.id)?.cpuNs ?? null;
   }
 
