@@ -93,7 +93,7 @@ export class IdleFreezer {
     const cpuNs = await this.core.d.driver.cpuTime(live.handle).catch(() => null);
     if (cpuNs === null) return true;
     const idleSince = this.core.activity.quietSince(id);
-    if (idleSince === undefined || this.core.d.store.get(id)?.state !== 'running') return false;
+    if (idleSince === undefined) return false;
     const now = this.core.clock.now();
     const reading = { idleSince, at: now, cpuNs };
     const from = this.cpu.get(id);

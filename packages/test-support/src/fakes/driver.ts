@@ -135,11 +135,11 @@ export class FakeDriver implements RuntimeDriver {
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
-    this.must(handle);
+    const sb = this.must(handle);
     await this.faults.check('stats');
     const limit = handle.resources.memoryMB * 2 ** 20;
     return {
-      cpuNs: this.must(handle).cpuNs,
+      cpuNs: sb.cpuNs,
       memoryBytes: limit / 4,
       workingSetBytes: limit / 4,
       pssBytes: null,

@@ -192,11 +192,10 @@ export class FakeNode {
     return new FakeNode({ ...this.opts, ...opts, storage: this.storage, clock: this.clock });
   }
 
-  /** A create with E2B's defaults, from `base` unless `over` says otherwise. */
   /**
-   * Moves the clock `ms` forward a second at a time, waiting after each second for the background
-   * work it started, as the time passing would let it finish (an idle sweep reads a sandbox's CPU
-   * before it freezes it).
+   * Moves the clock `ms` forward a step (a second unless told) at a time, waiting after each for
+   * the background work it started, as the time passing would let it finish (an idle sweep reads
+   * a sandbox's CPU before it freezes it).
    */
   async elapse(ms: number, stepMs = 1000): Promise<void> {
     for (let left = ms; left > 0; left -= stepMs) {
@@ -205,6 +204,7 @@ export class FakeNode {
     }
   }
 
+  /** A create with E2B's defaults, from `base` unless `over` says otherwise. */
   create(over: Partial<CreateSandboxInput> = {}): Promise<SandboxRecord> {
     return this.orchestrator.create(createInput(over));
   }
