@@ -8,6 +8,7 @@
 // line per lane (vitest's file filters: a file is in the lane when its path contains one).
 import fs from 'node:fs';
 import path from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 
 const rel = (f) => path.relative(process.cwd(), f);
 
@@ -82,6 +83,26 @@ function slowestFiles(results, count = 10) {
     .join(', ');
 }
 
+/** What a lane printed (scripts/test.sh keeps it beside the lane's report), or '' if not kept. */
+function laneOutput(report) {
+  try {
+    return stripVTControlCharacters(fs.readFileSync(report.replace(/\.json$/, '.out'), 'utf8'));
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * The error of a file's failing describe block (a beforeAll that threw), which vitest's JSON
+ * report leaves out: the first line after the file's "FAIL" line in the lane's own output.
+ */
+function suiteError(output, file) {
+  const lines = output.split('\n');
+  const at = lines.findIndex((l) => /^\s*FAIL\s/.test(l) && l.includes(`${file} >`));
+  const error = at < 0 ? undefined : lines.slice(at + 1).find((l) => l.trim());
+  return error?.trim() ?? "a hook failed (see the lane's output above)";
+}
+
 function summary(listedJson, uncoveredCount, lanes) {
   const projects = projectsOf(listedJson);
   let passed = 0;
@@ -106,7 +127,9 @@ function summary(listedJson, uncoveredCount, lanes) {
     const broken = r.testResults.filter(
       (f) => f.status === 'failed' && !f.assertionResults.some((a) => a.status === 'failed'),
     );
-    for (const f of broken) console.log(`FAILED ${rel(f.name)}: ${(f.message || '').split('\n')[0]}`);
+    const output = laneOutput(report);
+    for (const f of broken)
+      console.log(`FAILED ${rel(f.name)}: ${f.message?.split('\n')[0] || suiteError(output, rel(f.name))}`);
     for (const f of r.testResults)
       for (const a of f.assertionResults)
         if (a.status === 'failed') console.log(`FAILED ${rel(f.name)} > ${a.fullName}`);

@@ -65,9 +65,12 @@ function inRootfs(cmd: string[]): string[] {
 async function waitHealthy(child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`envd exited with ${child.exitCode}`);
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`envd exited (${child.exitCode ?? child.signalCode}) before it answered /health`);
+    }
     try {
-      if ((await fetch(`${URL_BASE}/health`)).status === 204) return;
+      // Each try is bounded: a listener that accepts but never answers must not hold the hook.
+      if ((await fetch(`${URL_BASE}/health`, { signal: AbortSignal.timeout(2_000) })).status === 204) return;
     } catch {
       // not listening yet
     }
@@ -126,7 +129,7 @@ describe('envd tools bundle', () => {
     });
     const child = envd;
     envdExited = new Promise((resolve) => child.once('exit', () => resolve()));
-    await waitHealthy(child, 20_000);
+    await waitHealthy(child, 60_000);
   });
 
   afterAll(async () => {
