@@ -70,6 +70,9 @@ function requestHandler(state: EnvdState, processes: ProcessManager, logger: Log
     const url = requestUrl(req.url ?? '/');
     const key = `${req.method} ${url.pathname}`;
     if (key === 'GET /health') {
+      // The node's readiness probe, its first call after every restore (a resume makes no /init):
+      // drop any dead epoll interest the capture carried before the sandbox is handed out.
+      refreshEventLoop(logger, 'health');
       res.writeHead(204).end();
       return;
     }
