@@ -173,14 +173,17 @@ export class BareLab {
       this.drop(u.net);
     }
     const s = await this.restore(this.bare, template, source, res);
+    // Taken before anything runs in it, like the node's fork parent.
+    const forkCapture = await this.checkpoint(s.id, true);
+    // The node's snapshot rows checkpoint a sandbox running the stall probe (and then the writer):
+    // so do these, or the node would checkpoint more memory and a busier sandbox than its floor.
+    await this.startInside(s.id, GAP_PROBE);
     for (let i = 0; i < iter; i++) {
       const c = await this.checkpoint(s.id, true);
       r.checkpointQuiet.push(c.ms);
       await rm(c.dir, { recursive: true, force: true });
     }
-    const forkCapture = await this.checkpoint(s.id, true);
-    // (not `exec --detach`: runsc appends its --pid-file flag after the command's arguments)
-    await this.bare.run(['exec', s.id, '/bin/sh', '-c', 'nohup python3 -c "$0" >/dev/null 2>&1 &', WRITER]);
+    await this.startInside(s.id, WRITER);
     await new Promise((res) => setTimeout(res, 2000));
     for (let i = 0; i < iter; i++) {
       const c = await this.checkpoint(s.id, true);
@@ -192,6 +195,12 @@ export class BareLab {
     r.forks = await this.forkSizes(forkCapture.dir, forkReps, source, res);
     await rm(forkCapture.dir, { recursive: true, force: true });
     return r;
+  }
+
+  /** Starts a Python program in the background inside a bare sandbox. */
+  private async startInside(id: string, program: string): Promise<void> {
+    // (not `exec --detach`: runsc appends its --pid-file flag after the command's arguments)
+    await this.bare.run(['exec', id, '/bin/sh', '-c', 'nohup python3 -c "$0" >/dev/null 2>&1 &', program]);
   }
 
   /** Only the forks' baseline: parallel restores of a running sandbox's capture, by fork size. */

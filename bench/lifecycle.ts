@@ -521,7 +521,8 @@ function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: n
   if (!notes) return;
   console.log(
     `\nheld = the longest stall a 1 ms probe loop inside the sandbox saw during the call ` +
-      `(with no snapshot: ${f(notes.idleQuiet)} ms quiet, ${f(notes.idleBusy)} ms writing). Bare sandboxes run under ` +
+      `(with no snapshot: ${f(notes.idleQuiet)} ms quiet, ${f(notes.idleBusy)} ms writing); the bare checkpoints ` +
+      `run the same probe (and writer). Bare sandboxes run under ` +
       `aenv-reaper like the node's; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(notes.deleteUnreaped, 50))} ms.`,
   );
 }
