@@ -3,6 +3,7 @@ import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BASE_RECIPE, recipeHash } from '@agentenv/node';
 import { TEST_HOME } from '@agentenv/test-support/runtime';
+import { cleanSandboxes, type TestServer } from '@agentenv/test-support/server';
 
 /**
  * Where a benchmark's own aenv-server lives: a port (181xx: test nodes use 180xx), home, runtime
@@ -61,5 +62,33 @@ export async function poolFull(url: string, size: number): Promise<void> {
     );
     if (ready.some((m) => Number(m[2]) >= size)) return;
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Stops a benchmark's node after killing its sandboxes (else its SIGTERM pauses them to disk first). */
+export async function stopBenchServer(server: TestServer): Promise<void> {
+  await cleanSandboxes().catch(() => undefined);
+  await server.stop().catch((e: unknown) => console.error('stopping the node:', e));
+}
+
+/**
+ * Runs a benchmark's body, then `cleanup` whatever happened. On a failure it prints the error,
+ * what `explain` adds, and the end of the node's output (`server()` is read then: the body starts
+ * the node), and sets exit code 1.
+ */
+export async function runBench(
+  body: () => Promise<void>,
+  opts: { server: () => TestServer | undefined; cleanup: () => Promise<void>; explain?: () => void },
+): Promise<void> {
+  try {
+    await body();
+  } catch (e) {
+    console.error(e);
+    opts.explain?.();
+    const server = opts.server();
+    if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
+    process.exitCode = 1;
+  } finally {
+    await opts.cleanup();
   }
 }

@@ -32,7 +32,7 @@ import { GvisorDriver, inspectGvisorHost, type SandboxHandle } from '@agentenv/n
 import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs, poolFull } from './bench-node.js';
+import { borrowBaseRootfs, poolFull, runBench } from './bench-node.js';
 import { cgroupCpuSecs, cpuOver, descendants, machineBusySecs, processCpuSecs } from './host-cpu.js';
 import { DOCKER_OPTIONS, DockerLab, dockerWanted } from './docker-lab.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
@@ -410,7 +410,7 @@ async function cleanup(): Promise<void> {
 }
 cleanupOnSignals(cleanup);
 
-try {
+async function main(): Promise<void> {
   await rm(HOME, { recursive: true, force: true });
   await mkdir(HOME, { recursive: true });
   await borrowBaseRootfs(HOME);
@@ -434,10 +434,6 @@ try {
       return undefined;
     }));
   sideBySide(await nodeLevel(server.child.pid!), floor, docker);
-} catch (e) {
-  console.error(e);
-  if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
 }
+
+await runBench(main, { server: () => server, cleanup });

@@ -27,7 +27,7 @@ import { inspectGvisorHost } from '@agentenv/node';
 import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs, poolFull } from './bench-node.js';
+import { borrowBaseRootfs, poolFull, runBench } from './bench-node.js';
 import {
   DOCKER_OPTIONS,
   DockerLab,
@@ -527,12 +527,4 @@ function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: n
   );
 }
 
-try {
-  await main();
-} catch (e) {
-  console.error(e);
-  if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
-}
+await runBench(main, { server: () => server, cleanup });

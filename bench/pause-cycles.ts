@@ -14,8 +14,8 @@
 import { mkdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
-import { cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
-import { benchNode, borrowBaseRootfs } from './bench-node.js';
+import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { benchNode, borrowBaseRootfs, runBench, stopBenchServer } from './bench-node.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, percentile, timeMs } from './stats.js';
 
@@ -31,10 +31,7 @@ let cleaned = false;
 async function cleanup(): Promise<void> {
   if (cleaned) return;
   cleaned = true;
-  if (server) {
-    await cleanSandboxes().catch(() => undefined); // else SIGTERM pauses them to disk first
-    await server.stop().catch((e: unknown) => console.error('stopping the node:', e));
-  }
+  if (server) await stopBenchServer(server);
   for (const d of [NODE.home, NODE.runtime]) await rm(d, { recursive: true, force: true });
   const left = leftBehind([`aenv-${NODE.tag}-`], [NODE.home, NODE.runtime]);
   if (left.length) console.error(`left behind:\n${left.join('\n')}`);
@@ -93,12 +90,4 @@ async function main(): Promise<void> {
   }
 }
 
-try {
-  await main();
-} catch (e) {
-  console.error(e);
-  if (server) console.error(`node output:\n${server.output().slice(-4000)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
-}
+await runBench(main, { server: () => server, cleanup });

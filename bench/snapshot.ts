@@ -24,7 +24,7 @@ import { createTestNet, destroyAllTestNets, type TestNet } from '@agentenv/test-
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
-import { benchNode, borrowBaseRootfs } from './bench-node.js';
+import { benchNode, borrowBaseRootfs, runBench } from './bench-node.js';
 
 const { values } = parseArgs({
   options: { iter: { type: 'string', default: '10' }, 'fork-reps': { type: 'string', default: '5' } },
@@ -407,12 +407,4 @@ function report(r: Result): void {
   );
 }
 
-try {
-  report(await main());
-} catch (e) {
-  console.error(e);
-  if (server) console.error(`server output:\n${server.output().slice(-4000)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
-}
+await runBench(async () => report(await main()), { server: () => server, cleanup });

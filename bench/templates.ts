@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox, Template, type LogEntry } from 'e2b';
-import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import {
   baseLayer,
   imageBlobs,
@@ -36,7 +36,7 @@ import {
 import { files } from './layers.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
-import { benchNode, borrowBaseRootfs } from './bench-node.js';
+import { benchNode, borrowBaseRootfs, runBench, stopBenchServer } from './bench-node.js';
 
 const { values } = parseArgs({
   options: {
@@ -72,10 +72,7 @@ let cleaned = false;
 async function cleanup(): Promise<void> {
   if (cleaned) return;
   cleaned = true;
-  if (server) {
-    await cleanSandboxes().catch(() => undefined); // else SIGTERM pauses them to disk first
-    await server.stop().catch((e: unknown) => console.error('stopping the server:', e));
-  }
+  if (server) await stopBenchServer(server);
   await reg?.stop().catch((e: unknown) => console.error('stopping the registry:', e));
   if (work) await rm(work, { recursive: true, force: true });
   for (const d of [HOME, RUNTIME]) await rm(d, { recursive: true, force: true });
@@ -198,13 +195,10 @@ function report(r: Result): void {
   console.log(`Template.build of the image (no steps): ${fmt(r.build)}; its pull: ${r.pulled}`);
 }
 
-try {
-  report(await main());
-} catch (e) {
-  console.error(e);
-  if (live.size) console.error(`sandboxes still running: ${[...live].join(', ')}`);
-  if (server) console.error(`server output:\n${server.output().slice(-4000)}`);
-  process.exitCode = 1;
-} finally {
-  await cleanup();
-}
+await runBench(async () => report(await main()), {
+  server: () => server,
+  cleanup,
+  explain: () => {
+    if (live.size) console.error(`sandboxes still running: ${[...live].join(', ')}`);
+  },
+});
