@@ -3,8 +3,11 @@
  * with runsc alone (same flags, bundle and readiness check as the driver) on the node's own
  * template capture, in the same run.
  */
+import { execFile } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import type { GvisorHost } from '@agentenv/node';
 import { readCapture } from '@agentenv/snapshot';
 import { createTestNet, type TestNet } from '@agentenv/test-support/runtime';
@@ -49,9 +52,18 @@ export interface BareResults {
   restorePaused: number[];
   delete: number[];
   deleteUnreaped: number[];
-  checkpointQuiet: number[];
-  checkpointWriting: number[];
   forks: Map<number, number[]>;
+}
+
+/** `checkpoint --leave-running` of one sandbox, by whether the image was kept (as a snapshot is). */
+export interface SnapshotFloor {
+  kept: number[];
+  deleted: number[];
+}
+
+/** Writes every dirty page out, so that what one measurement wrote does not slow the next. */
+export async function flushDisk(): Promise<void> {
+  await promisify(execFile)('sync', { timeout: 120_000 });
 }
 
 export class BareLab {
@@ -150,8 +162,6 @@ export class BareLab {
       restorePaused: [],
       delete: [],
       deleteUnreaped: [],
-      checkpointQuiet: [],
-      checkpointWriting: [],
       forks: new Map(),
     };
     for (let i = 0; i < iter; i++) {
@@ -175,26 +185,56 @@ export class BareLab {
     const s = await this.restore(this.bare, template, source, res);
     // Taken before anything runs in it, like the node's fork parent.
     const forkCapture = await this.checkpoint(s.id, true);
-    // The node's snapshot rows checkpoint a sandbox running the stall probe (and then the writer):
-    // so do these, or the node would checkpoint more memory and a busier sandbox than its floor.
-    await this.startInside(s.id, GAP_PROBE);
-    for (let i = 0; i < iter; i++) {
-      const c = await this.checkpoint(s.id, true);
-      r.checkpointQuiet.push(c.ms);
-      await rm(c.dir, { recursive: true, force: true });
-    }
-    await this.startInside(s.id, WRITER);
-    await new Promise((res) => setTimeout(res, 2000));
-    for (let i = 0; i < iter; i++) {
-      const c = await this.checkpoint(s.id, true);
-      r.checkpointWriting.push(c.ms);
-      await rm(c.dir, { recursive: true, force: true });
-    }
     await this.bare.kill(s.id);
     this.drop(s.net);
     r.forks = await this.forkSizes(forkCapture.dir, forkReps, source, res);
     await rm(forkCapture.dir, { recursive: true, force: true });
     return r;
+  }
+
+  /**
+   * The snapshots' floor: `checkpoint --leave-running` of a sandbox running the node's stall probe,
+   * then also its writer (or the node would checkpoint more memory and a busier sandbox than its
+   * floor), `iter` times back to back with each image deleted at once, then `iter` times at the
+   * node's pace (one every `everyMs`) with the images kept until the end, as a snapshot's is: a
+   * kept image is written back to the disk while later ones are taken, a deleted one never is.
+   */
+  async measureSnapshots(
+    template: string,
+    iter: number,
+    everyMs: { quiet: number; writing: number },
+  ): Promise<{ quiet: SnapshotFloor; writing: SnapshotFloor }> {
+    const { source, res } = await bareSourceOf(template);
+    const s = await this.restore(this.bare, template, source, res);
+    const floor = async (every: number): Promise<SnapshotFloor> => {
+      const deleted: number[] = [];
+      for (let i = 0; i < iter; i++) {
+        const c = await this.checkpoint(s.id, true);
+        deleted.push(c.ms);
+        await rm(c.dir, { recursive: true, force: true });
+      }
+      await flushDisk();
+      const kept: number[] = [];
+      const dirs: string[] = [];
+      for (let i = 0; i < iter; i++) {
+        const c = await this.checkpoint(s.id, true);
+        kept.push(c.ms);
+        dirs.push(c.dir);
+        await sleep(Math.max(0, every - c.ms));
+      }
+      for (const dir of dirs) await rm(dir, { recursive: true, force: true });
+      return { kept, deleted };
+    };
+    try {
+      await this.startInside(s.id, GAP_PROBE);
+      const quiet = await floor(everyMs.quiet);
+      await this.startInside(s.id, WRITER);
+      await sleep(2000);
+      return { quiet, writing: await floor(everyMs.writing) };
+    } finally {
+      await this.bare.kill(s.id);
+      this.drop(s.net);
+    }
   }
 
   /** Starts a Python program in the background inside a bare sandbox. */

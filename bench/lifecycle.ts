@@ -14,9 +14,10 @@
  * removed at the end, also on failure or Ctrl-C.
  *
  * Run as root: npx tsx bench/lifecycle.ts [--iter 10] [--fork-reps 3] [--pool 2] [--helper 7]
- * [--only fork|pause|pool] [--docker | --no-docker]   (~6 min; `--only fork` measures the forks
- * and their baseline alone, ~1 min; `--only pause` the pauses, the pause window and their
+ * [--only fork|pause|pool|snapshot] [--docker | --no-docker]   (~6 min; `--only fork` measures the
+ * forks and their baseline alone, ~1 min; `--only pause` the pauses, the pause window and their
  * baseline, ~1 min; `--only pool` creates with the pool off, with a volume and from the pool,
+ * ~1 min; `--only snapshot` the snapshots of a quiet and a writing sandbox and their baseline,
  * ~1 min; each with its Docker rows)
  */
 import { mkdir, rm } from 'node:fs/promises';
@@ -35,7 +36,7 @@ import {
   type DockerLifecycle,
   type DockerMeasure,
 } from './docker-lab.js';
-import { BareLab, FORK_SIZES, GAP_PROBE, WRITER } from './lifecycle-bare.js';
+import { BareLab, FORK_SIZES, GAP_PROBE, WRITER, flushDisk, type SnapshotFloor } from './lifecycle-bare.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { percentile, timeMs } from './stats.js';
 
@@ -49,11 +50,12 @@ const { values } = parseArgs({
     ...DOCKER_OPTIONS,
   },
 });
-if (values.only !== undefined && !['fork', 'pause', 'pool'].includes(values.only))
-  throw new Error('--only takes: fork, pause, pool');
+if (values.only !== undefined && !['fork', 'pause', 'pool', 'snapshot'].includes(values.only))
+  throw new Error('--only takes: fork, pause, pool, snapshot');
 const ONLY_FORK = values.only === 'fork';
 const ONLY_PAUSE = values.only === 'pause';
 const ONLY_POOL = values.only === 'pool';
+const ONLY_SNAPSHOT = values.only === 'snapshot';
 const ITER = Number(values.iter);
 const FORK_REPS = Number(values['fork-reps']);
 const POOL = Number(values.pool);
@@ -275,11 +277,10 @@ async function pauseRows(
 /**
  * Snapshots through the SDK: how long the source is held, the answer (once this node can start
  * from it), and how long after the answer the repository holds it (GET says `stored`), which each
- * iteration waits for so that stores do not pile up.
+ * iteration waits for so that stores do not pile up; `everyMs` is the pace they were taken at.
  */
-async function snapshots(
-  writer: boolean,
-): Promise<{ api: number[]; held: number[]; stored: number[]; idle: number }> {
+async function snapshots(writer: boolean): Promise<NodeSnapshots> {
+  await flushDisk();
   const sbx = await Sandbox.create(LONG);
   await startProbe(sbx, writer);
   await sleep(1000);
@@ -287,6 +288,7 @@ async function snapshots(
   const apiMs: number[] = [];
   const held: number[] = [];
   const stored: number[] = [];
+  const started = Date.now();
   for (let i = 0; i < ITER; i++) {
     await heldMs(sbx);
     let id = '';
@@ -299,23 +301,44 @@ async function snapshots(
     held.push(await heldMs(sbx));
     await sleep(300);
   }
+  const everyMs = (Date.now() - started) / ITER;
   await sbx.kill();
-  return { api: apiMs, held, stored, idle };
+  return { api: apiMs, held, stored, idle, everyMs };
 }
 
-function snapshotRows(
-  what: string,
-  r: { api: number[]; held: number[]; stored: number[] },
-  checkpoint: number[],
-  docker?: DockerMeasure,
-): void {
-  const base = { base: checkpoint, baseName: 'checkpoint --leave-running' };
+interface NodeSnapshots {
+  api: number[];
+  held: number[];
+  stored: number[];
+  idle: number;
+  everyMs: number;
+}
+
+/** The node's snapshots of a quiet and of a writing sandbox, then their floor at the same pace. */
+async function snapshotMeasures(template: string, docker?: DockerMeasure) {
+  const quiet = await snapshots(false);
+  const busy = await snapshots(true);
+  await flushDisk();
+  const floor = await lab.measureSnapshots(template, ITER, { quiet: quiet.everyMs, writing: busy.everyMs });
+  snapshotRows('quiet', quiet, floor.quiet, docker);
+  snapshotRows('writing 32 MB/s', busy, floor.writing);
+  return { idleQuiet: quiet.idle, idleBusy: busy.idle, everyMs: [quiet.everyMs, busy.everyMs] };
+}
+
+function snapshotRows(what: string, r: NodeSnapshots, floor: SnapshotFloor, docker?: DockerMeasure): void {
+  const base = { base: floor.kept, baseName: 'checkpoint --leave-running, image kept' };
   rows.push({ name: `snapshot ${what}: held`, node: r.held, ...base });
   rows.push({
     name: `snapshot ${what}: API answer`,
     node: r.api,
     ...base,
     ...dockerCols(docker, 'docker checkpoint create --leave-running'),
+  });
+  rows.push({
+    name: `snapshot ${what}: API answer`,
+    node: r.api,
+    base: floor.deleted,
+    baseName: 'checkpoint --leave-running, image deleted at once',
   });
   rows.push({ name: `snapshot ${what}: stored after the answer`, node: r.stored });
 }
@@ -448,6 +471,11 @@ async function main(): Promise<void> {
     report();
     return;
   }
+  if (ONLY_SNAPSHOT) {
+    const docker = await dockerMeasure(template, { snapshot: true });
+    report(await snapshotMeasures(template, docker?.checkpointLeaveRunning));
+    return;
+  }
   const bare = await lab.measure(template, ITER, FORK_REPS);
   const docker = await dockerMeasure(template, {
     create: true,
@@ -472,16 +500,18 @@ async function main(): Promise<void> {
     baseName: 'runsc delete --force',
     ...dockerCols(docker?.kill, 'docker rm -f'),
   });
-  const quiet = await snapshots(false);
-  const busy = await snapshots(true);
-  snapshotRows('quiet', quiet, bare.checkpointQuiet, docker?.checkpointLeaveRunning);
-  snapshotRows('writing 32 MB/s', busy, bare.checkpointWriting);
+  const snap = await snapshotMeasures(template, docker?.checkpointLeaveRunning);
   await forkRows(bare.forks, docker);
   await poolRow(bare.restore, docker?.create);
-  report({ idleQuiet: quiet.idle, idleBusy: busy.idle, deleteUnreaped: bare.deleteUnreaped });
+  report({ ...snap, deleteUnreaped: bare.deleteUnreaped });
 }
 
-function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: number[] }): void {
+function report(notes?: {
+  idleQuiet: number;
+  idleBusy: number;
+  everyMs: number[];
+  deleteUnreaped?: number[];
+}): void {
   const f = (ms: number | undefined) => (ms === undefined ? '' : ms < 10 ? ms.toFixed(1) : ms.toFixed(0));
   console.log(
     `\nAgentENV lifecycle benchmark (${new Date().toISOString()}, runsc ${host.runscVersion}, ` +
@@ -522,8 +552,11 @@ function report(notes?: { idleQuiet: number; idleBusy: number; deleteUnreaped: n
   console.log(
     `\nheld = the longest stall a 1 ms probe loop inside the sandbox saw during the call ` +
       `(with no snapshot: ${f(notes.idleQuiet)} ms quiet, ${f(notes.idleBusy)} ms writing); the bare checkpoints ` +
-      `run the same probe (and writer). Bare sandboxes run under ` +
-      `aenv-reaper like the node's; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(notes.deleteUnreaped, 50))} ms.`,
+      `run the same probe (and writer), the kept ones at the node's pace (one every ${notes.everyMs.map(f).join(' / ')} ms, ` +
+      `quiet / writing). Bare sandboxes run under aenv-reaper like the node's` +
+      (notes.deleteUnreaped
+        ? `; runsc delete of one re-parented to PID 1 instead: p50 ${f(percentile(notes.deleteUnreaped, 50))} ms.`
+        : '.'),
   );
 }
 
