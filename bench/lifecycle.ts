@@ -25,7 +25,7 @@ import { parseArgs } from 'node:util';
 import { Sandbox, Volume } from 'e2b';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { inspectGvisorHost } from '@agentenv/node';
-import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
 import { borrowBaseRootfs, poolFull, runBench } from './bench-node.js';
@@ -94,10 +94,7 @@ async function startNode(pool: number): Promise<void> {
 
 async function stopNode(): Promise<void> {
   if (!server) return;
-  const list = await api('GET', '/v2/sandboxes?limit=100').catch(() => null);
-  if (Array.isArray(list?.json)) {
-    for (const s of list.json as { sandboxID: string }[]) await api('DELETE', `/sandboxes/${s.sandboxID}`);
-  }
+  await cleanSandboxes().catch(() => undefined); // else SIGTERM pauses them to disk first
   await server.stop();
   server = undefined;
 }
