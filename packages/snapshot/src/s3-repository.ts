@@ -3,15 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  PutObjectCommand,
-  S3Client,
-  type S3ClientConfig,
-} from '@aws-sdk/client-s3';
+import type * as S3Sdk from '@aws-sdk/client-s3';
+import type { S3Client, S3ClientConfig } from '@aws-sdk/client-s3';
 import { withoutSecrets } from '@agentenv/common';
 import { RepositoryConfigError, RepositoryUnavailableError } from './errors.js';
 import type { ObjectStat } from './repository.js';
@@ -163,7 +156,8 @@ function runCredentialProcess(command: string): Promise<Credentials> {
 export class S3Repository extends ObjectRepository {
   readonly backend = 'oss' as const;
   readonly location: string;
-  private readonly client: S3Client;
+  private readonly clientConfig: S3ClientConfig;
+  private sdk: Promise<{ client: S3Client; s3: typeof S3Sdk }> | null = null;
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly endpointText: string;
@@ -208,7 +202,19 @@ export class S3Repository extends ObjectRepository {
     // The pinned SDK runs on Node 20; its notice that later releases will need Node 22 would be
     // printed by every node at startup. An explicit setting of the variable is respected.
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-    this.client = new S3Client(config);
+    this.clientConfig = config;
+  }
+
+  /**
+   * The SDK, loaded on first use: importing it is a sixth of a node's start, which every node
+   * with a POSIX repository (the default) would pay for nothing.
+   */
+  private connect(): Promise<{ client: S3Client; s3: typeof S3Sdk }> {
+    this.sdk ??= import('@aws-sdk/client-s3').then((s3) => ({
+      s3,
+      client: new s3.S3Client(this.clientConfig),
+    }));
+    return this.sdk;
   }
 
   /** Known after open(): whether the server refuses a conditional PUT over an existing object. */
@@ -259,8 +265,9 @@ export class S3Repository extends ObjectRepository {
 
   async open(): Promise<void> {
     try {
-      await this.client.send(
-        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.prefix, MaxKeys: 1 }),
+      const { client, s3 } = await this.connect();
+      await client.send(
+        new s3.ListObjectsV2Command({ Bucket: this.bucket, Prefix: this.prefix, MaxKeys: 1 }),
       );
       this.conditional ??= await this.probeConditionalWrites();
     } catch (e) {
@@ -271,9 +278,10 @@ export class S3Repository extends ObjectRepository {
   /** Whether a conditional PUT over an existing object is refused (412), as it should be. */
   private async probeConditionalWrites(): Promise<boolean> {
     const Key = this.key(`tmp/probe-${randomBytes(8).toString('hex')}`);
+    const { client, s3 } = await this.connect();
     const put = (extra: object) =>
-      this.client.send(
-        new PutObjectCommand({ Bucket: this.bucket, Key, Body: Buffer.from('probe'), ...extra }),
+      client.send(
+        new s3.PutObjectCommand({ Bucket: this.bucket, Key, Body: Buffer.from('probe'), ...extra }),
       );
     try {
       await put({});
@@ -283,12 +291,14 @@ export class S3Repository extends ObjectRepository {
       if (statusOf(e) === 412) return true;
       throw e;
     } finally {
-      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key })).catch(() => undefined);
+      await client.send(new s3.DeleteObjectCommand({ Bucket: this.bucket, Key })).catch(() => undefined);
     }
   }
 
   async close(): Promise<void> {
-    this.client.destroy();
+    const sdk = this.sdk;
+    this.sdk = null;
+    if (sdk) (await sdk.catch(() => null))?.client.destroy();
   }
 
   protected async putObject(
@@ -297,13 +307,14 @@ export class S3Repository extends ObjectRepository {
     opts: { exclusive: boolean },
   ): Promise<boolean> {
     try {
+      const { client, s3 } = await this.connect();
       const careful = opts.exclusive && this.conditional !== true && Buffer.isBuffer(body);
       if (careful && (await this.statObject(key))) return false;
       const Body = Buffer.isBuffer(body) ? body : createReadStream(body.path);
       const ContentLength = Buffer.isBuffer(body) ? body.length : (await stat(body.path)).size;
       try {
-        await this.client.send(
-          new PutObjectCommand({
+        await client.send(
+          new s3.PutObjectCommand({
             Bucket: this.bucket,
             Key: this.key(key),
             Body,
@@ -331,7 +342,8 @@ export class S3Repository extends ObjectRepository {
 
   private async get(key: string) {
     try {
-      return await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
+      const { client, s3 } = await this.connect();
+      return await client.send(new s3.GetObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
     } catch (e) {
       if (isNotFound(e)) return null;
       return this.fail(`reading ${key}`, e);
@@ -356,7 +368,8 @@ export class S3Repository extends ObjectRepository {
 
   protected async statObject(key: string): Promise<ObjectStat | null> {
     try {
-      const r = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
+      const { client, s3 } = await this.connect();
+      const r = await client.send(new s3.HeadObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
       return { key, bytes: r.ContentLength ?? 0, mtimeMs: r.LastModified?.getTime() ?? Date.now() };
     } catch (e) {
       if (isNotFound(e)) return null;
@@ -369,8 +382,9 @@ export class S3Repository extends ObjectRepository {
     do {
       let r;
       try {
-        r = await this.client.send(
-          new ListObjectsV2Command({
+        const { client, s3 } = await this.connect();
+        r = await client.send(
+          new s3.ListObjectsV2Command({
             Bucket: this.bucket,
             Prefix: this.key(prefix),
             ContinuationToken: token,
@@ -393,7 +407,8 @@ export class S3Repository extends ObjectRepository {
 
   protected async deleteObject(key: string): Promise<void> {
     try {
-      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
+      const { client, s3 } = await this.connect();
+      await client.send(new s3.DeleteObjectCommand({ Bucket: this.bucket, Key: this.key(key) }));
     } catch (e) {
       if (!isNotFound(e)) this.fail(`deleting ${key}`, e);
     }
