@@ -65,10 +65,13 @@ export async function poolFull(url: string, size: number): Promise<void> {
   }
 }
 
-/** Stops a benchmark's node after killing its sandboxes (else its SIGTERM pauses them to disk first). */
+/**
+ * Stops a benchmark's node after killing its sandboxes (else its SIGTERM pauses them to disk
+ * first); throws when the stop fails.
+ */
 export async function stopBenchServer(server: TestServer): Promise<void> {
   await cleanSandboxes().catch(() => undefined);
-  await server.stop().catch((e: unknown) => console.error('stopping the node:', e));
+  await server.stop();
 }
 
 /**

@@ -25,10 +25,10 @@ import { parseArgs } from 'node:util';
 import { Sandbox, Volume } from 'e2b';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { inspectGvisorHost } from '@agentenv/node';
-import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs, poolFull, runBench } from './bench-node.js';
+import { borrowBaseRootfs, poolFull, runBench, stopBenchServer } from './bench-node.js';
 import {
   DOCKER_OPTIONS,
   DockerLab,
@@ -94,8 +94,7 @@ async function startNode(pool: number): Promise<void> {
 
 async function stopNode(): Promise<void> {
   if (!server) return;
-  await cleanSandboxes().catch(() => undefined); // else SIGTERM pauses them to disk first
-  await server.stop();
+  await stopBenchServer(server);
   server = undefined;
 }
 

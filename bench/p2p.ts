@@ -13,10 +13,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Sandbox } from 'e2b';
 import { IrohEndpoint } from '@agentenv/p2p';
-import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { metric, nodeConfig, writeP2pKey } from '../packages/node/test/p2p/helpers.js';
 import { startS3, type S3Server } from '@agentenv/test-support/snapshot';
-import { benchNode, borrowBaseRootfs, type BenchNode } from './bench-node.js';
+import { benchNode, borrowBaseRootfs, stopBenchServer, type BenchNode } from './bench-node.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { fmt, percentile, timeMs } from './stats.js';
 
@@ -39,8 +39,7 @@ let nodeB: TestServer | undefined;
 async function stop(node: TestServer | undefined, url: string): Promise<void> {
   if (!node) return;
   useSdkEnv(url);
-  await cleanSandboxes().catch(() => undefined);
-  await node.stop();
+  await stopBenchServer(node);
 }
 
 let cleaned = false;

@@ -31,7 +31,7 @@ let cleaned = false;
 async function cleanup(): Promise<void> {
   if (cleaned) return;
   cleaned = true;
-  if (server) await stopBenchServer(server);
+  if (server) await stopBenchServer(server).catch((e: unknown) => console.error('stopping the node:', e));
   for (const d of [NODE.home, NODE.runtime]) await rm(d, { recursive: true, force: true });
   const left = leftBehind([`aenv-${NODE.tag}-`], [NODE.home, NODE.runtime]);
   if (left.length) console.error(`left behind:\n${left.join('\n')}`);

@@ -19,12 +19,12 @@ import { Sandbox } from 'e2b';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { inspectGvisorHost } from '@agentenv/node';
 import { PosixRepository, readCapture, SnapshotStore } from '@agentenv/snapshot';
-import { api, cleanSandboxes, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
+import { api, startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { createTestNet, destroyAllTestNets, type TestNet } from '@agentenv/test-support/runtime';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
 import { bareRunsc, templateCapture, type BareSource } from './bare-runsc.js';
 import { fmt, line, percentile, timeMs } from './stats.js';
-import { benchNode, borrowBaseRootfs, runBench } from './bench-node.js';
+import { benchNode, borrowBaseRootfs, runBench, stopBenchServer } from './bench-node.js';
 
 const { values } = parseArgs({
   options: { iter: { type: 'string', default: '10' }, 'fork-reps': { type: 'string', default: '5' } },
@@ -82,8 +82,7 @@ let server: TestServer | undefined;
 
 async function stopServer(): Promise<void> {
   if (!server) return;
-  await cleanSandboxes().catch(() => undefined); // else SIGTERM pauses them to disk first
-  await server.stop();
+  await stopBenchServer(server);
   server = undefined;
 }
 

@@ -72,7 +72,7 @@ let cleaned = false;
 async function cleanup(): Promise<void> {
   if (cleaned) return;
   cleaned = true;
-  if (server) await stopBenchServer(server);
+  if (server) await stopBenchServer(server).catch((e: unknown) => console.error('stopping the node:', e));
   await reg?.stop().catch((e: unknown) => console.error('stopping the registry:', e));
   if (work) await rm(work, { recursive: true, force: true });
   for (const d of [HOME, RUNTIME]) await rm(d, { recursive: true, force: true });
