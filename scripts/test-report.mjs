@@ -127,9 +127,10 @@ function summary(listedJson, uncoveredCount, lanes) {
     const broken = r.testResults.filter(
       (f) => f.status === 'failed' && !f.assertionResults.some((a) => a.status === 'failed'),
     );
+    let output;
     for (const f of broken)
       console.log(
-        `FAILED ${rel(f.name)}: ${f.message?.split('\n')[0] || suiteError(laneOutput(report), rel(f.name))}`,
+        `FAILED ${rel(f.name)}: ${f.message?.split('\n')[0] || suiteError((output ??= laneOutput(report)), rel(f.name))}`,
       );
     for (const f of r.testResults)
       for (const a of f.assertionResults)
