@@ -44,6 +44,22 @@ export default {
       to: { path: '^packages/', pathNot: '^packages/(p2p|common|snapshot)/' },
     },
     {
+      name: 'cli-start-without-connect',
+      comment:
+        "aenv's program and commands load what talks to envd (the Connect client, most of the CLI's start) only when a command runs that needs it: with import(), never a static import.",
+      severity: 'error',
+      from: { path: '^packages/cli/src/(main|program|commands/)' },
+      to: {
+        path: [
+          '^packages/cli/src/(client/(envd|remote-process)|remote/|terminal/shell)',
+          '@connectrpc/',
+          '@agentenv/protocol',
+        ],
+        dynamic: false,
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
       name: 'no-relative-import-across-packages',
       comment: 'Another package is imported by its name (@agentenv/…), never by a relative path.',
       severity: 'error',

@@ -1,10 +1,8 @@
 import type { Command } from 'commander';
 import type { ApiClient } from '../client/api.js';
-import { targetOf } from '../client/envd.js';
 import type { Sandbox } from '../client/types.js';
 import { contextOf, type Context } from '../context.js';
 import { collect, parseKeyValues, parseSeconds } from '../lib/args.js';
-import { attachShell } from '../terminal/shell.js';
 
 /** Sets the process exit code to the shell's, so `aenv connect ...; echo $?` shows it. */
 async function runShell(
@@ -13,6 +11,11 @@ async function runShell(
   sbx: Sandbox,
   opts: { user?: string; cwd?: string },
 ): Promise<number> {
+  // Loaded only now, like exec's (see commands/exec.ts).
+  const [{ targetOf }, { attachShell }] = await Promise.all([
+    import('../client/envd.js'),
+    import('../terminal/shell.js'),
+  ]);
   const code = await attachShell(targetOf(api, sbx), {
     ...(opts.user ? { user: opts.user } : {}),
     ...(opts.cwd ? { cwd: opts.cwd } : {}),
