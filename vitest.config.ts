@@ -11,15 +11,16 @@ const conditions = ['source', ...defaultServerConditions.filter((c) => c !== 'mo
 export default defineConfig({
   ssr: { resolve: { conditions } },
   test: {
+    // Files share their worker's module cache instead of loading every module again per file:
+    // the unit project takes seconds, not half a minute, and each end-to-end lane loses ~20 s of
+    // loading the SDK and the fixtures (each file stops what it starts in its own hooks).
+    isolate: false,
     projects: [
       {
         extends: true,
         test: {
           name: 'unit',
           include: ['packages/*/test/unit/**/*.test.ts', 'deploy/test/unit/**/*.test.ts'],
-          // Pure tests share each worker's module cache instead of loading every module once per
-          // file: the project then takes seconds, not half a minute.
-          isolate: false,
         },
       },
       {
@@ -153,6 +154,7 @@ export default defineConfig({
           include: ['packages/gateway/test/cluster/**/*.test.ts'],
           // Real clusters (redis-server, the scheduler, the gateway, several nodes) on one machine.
           fileParallelism: false,
+          isolate: false,
           testTimeout: 300_000,
           hookTimeout: 1_200_000,
         },

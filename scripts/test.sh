@@ -19,8 +19,8 @@ trap 'rm -rf "$work"' EXIT
 # Two lanes, balanced by the times of their files (they ended within 1 % of each other in a full
 # run); on two cores a third lane only slows every lane.
 lanes=(
-  "a 0 node network runtime snapshot oci -- packages/node/test/e2e packages/node/test/network packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci"
-  "b 10 cluster dashboard security scheduler p2p cli envd -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/ packages/envd/"
+  "a 0 node network runtime snapshot oci envd -- packages/node/test/e2e packages/node/test/network packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/envd/"
+  "b 10 cluster dashboard security scheduler p2p cli -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/"
 )
 laned=true
 [ $# -gt 0 ] && laned=false
