@@ -46,14 +46,17 @@ export default {
     {
       name: 'cli-start-without-connect',
       comment:
-        "aenv's program and commands load what talks to envd (the Connect client, most of the CLI's start) only when a command runs that needs it: with import(), never a static import.",
+        "aenv loads what talks to envd (the Connect client and the protocol's messages, most of the CLI's start) only when a command runs that needs it: outside the modules that talk to envd, only import() or a type-only import may reach them.",
       severity: 'error',
-      from: { path: '^packages/cli/src/(main|program|commands/)' },
+      from: {
+        path: '^packages/cli/src/',
+        pathNot: '^packages/cli/src/(client/(envd|remote-process)|remote/|terminal/)',
+      },
       to: {
         path: [
           '^packages/cli/src/(client/(envd|remote-process)|remote/|terminal/shell)',
-          '@connectrpc/',
-          '@agentenv/protocol',
+          '^node_modules/@connectrpc/',
+          '^packages/protocol/',
         ],
         dynamic: false,
         dependencyTypesNot: ['type-only'],
@@ -69,7 +72,9 @@ export default {
   ],
   options: {
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: ['(^|/)dist/', '^packages/protocol/src/gen/'] },
+    // Workspace packages' builds, except the protocol's: it has no `source` export, so its imports
+    // resolve to its dist, and the CLI's rule must see them.
+    exclude: { path: ['^packages/(?!protocol/)[^/]+/dist/', '^packages/protocol/src/gen/'] },
     // Type-only imports count: a cycle through types still ties two modules together.
     tsPreCompilationDeps: true,
     enhancedResolveOptions: {

@@ -130,6 +130,32 @@ describe('dependency rules', { timeout: 60_000 }, () => {
     ]);
   });
 
+  it("keep the envd client off aenv's start: import() or a type-only import only", async () => {
+    const found = await violations(
+      {
+        'node_modules/@connectrpc/connect/package.json': JSON.stringify({
+          name: '@connectrpc/connect',
+          main: 'index.js',
+        }),
+        'node_modules/@connectrpc/connect/index.js': `export const ConnectError = 1;\n`,
+        ...workspacePackage('protocol', `export const Signal = 1;\n`),
+        'packages/cli/src/client/envd.ts': `import { ConnectError } from '@connectrpc/connect';\nimport { Signal } from '@agentenv/protocol';\nexport const x = [ConnectError, Signal];\n`,
+        'packages/cli/src/remote/exec.ts': `import { x } from '../client/envd.js';\nexport type Options = { a: 1 };\nexport const run = x;\n`,
+        'packages/cli/src/commands/lazy.ts': `import type { Options } from '../remote/exec.js';\nexport const go = async (o: Options) => (await import('../remote/exec.js')).run ?? o;\n`,
+        'packages/cli/src/commands/eager.ts': `import { run } from '../remote/exec.js';\nexport const go = run;\n`,
+        'packages/cli/src/commands/connect.ts': `import { ConnectError } from '@connectrpc/connect';\nimport { Signal } from '@agentenv/protocol';\nexport const e = [ConnectError, Signal];\n`,
+        'packages/cli/src/lib/through.ts': `import { x } from '../client/envd.js';\nexport const t = x;\n`,
+      },
+      ['protocol'],
+    );
+    expect(found.sort()).toEqual([
+      'cli-start-without-connect: packages/cli/src/commands/connect.ts → node_modules/@connectrpc/connect/index.js',
+      'cli-start-without-connect: packages/cli/src/commands/connect.ts → packages/protocol/src/index.ts',
+      'cli-start-without-connect: packages/cli/src/commands/eager.ts → packages/cli/src/remote/exec.ts',
+      'cli-start-without-connect: packages/cli/src/lib/through.ts → packages/cli/src/client/envd.ts',
+    ]);
+  });
+
   it('refuse a relative import into another package', async () => {
     const found = await violations({
       'packages/gateway/src/index.ts': `import { x } from '../../node/src/index.js';\nexport const g = x;\n`,
