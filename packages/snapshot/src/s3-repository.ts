@@ -157,7 +157,7 @@ export class S3Repository extends ObjectRepository {
   readonly backend = 'oss' as const;
   readonly location: string;
   private readonly clientConfig: S3ClientConfig;
-  private sdk: Promise<{ client: S3Client; s3: typeof S3Sdk }> | null = null;
+  private sdk: Promise<{ client: S3Client; s3: typeof S3Sdk }> | undefined;
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly endpointText: string;
@@ -210,10 +210,17 @@ export class S3Repository extends ObjectRepository {
    * with a POSIX repository (the default) would pay for nothing.
    */
   private connect(): Promise<{ client: S3Client; s3: typeof S3Sdk }> {
-    this.sdk ??= import('@aws-sdk/client-s3').then((s3) => ({
-      s3,
-      client: new s3.S3Client(this.clientConfig),
-    }));
+    this.sdk ??= import('@aws-sdk/client-s3').then(
+      (s3) => ({ s3, client: new s3.S3Client(this.clientConfig) }),
+      (e: unknown) => {
+        // A broken install, not an unreachable server: fail() would call it the latter.
+        throw new RepositoryUnavailableError(
+          'io',
+          `snapshot repository ${this.location}: the S3 client could not be loaded: ${(e as Error).message}`,
+          { cause: e },
+        );
+      },
+    );
     return this.sdk;
   }
 
@@ -296,9 +303,7 @@ export class S3Repository extends ObjectRepository {
   }
 
   async close(): Promise<void> {
-    const sdk = this.sdk;
-    this.sdk = null;
-    if (sdk) (await sdk.catch(() => null))?.client.destroy();
+    if (this.sdk) (await this.sdk.catch(() => null))?.client.destroy();
   }
 
   protected async putObject(
