@@ -10,7 +10,6 @@ let c: TestCluster;
 beforeAll(async () => {
   c = await TestCluster.start({ nodes: 2, store: 'memory' });
   useGateway(c.gatewayUrl);
-  process.env.E2B_VOLUME_API_URL = c.gatewayUrl;
 });
 
 afterAll(async () => {

@@ -4,6 +4,7 @@ import { TEST_CLUSTER_KEY as API_KEY } from '@agentenv/test-support/cluster';
 export function useGateway(url: string): void {
   process.env.E2B_API_URL = url;
   process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_VOLUME_API_URL = url;
   process.env.E2B_API_KEY = API_KEY;
   delete process.env.E2B_DEBUG;
   delete process.env.E2B_DOMAIN;

@@ -16,7 +16,6 @@ useTestServer({ AENV_VOLUME_QUOTA_MB: '1' });
 const run = Date.now().toString(36);
 const created: string[] = [];
 beforeAll(async () => {
-  process.env.E2B_VOLUME_API_URL = URL_BASE;
   // The first create waits for the base template (built once per machine).
   const warm = await Sandbox.create({ timeoutMs: 60_000 });
   await warm.kill();

@@ -1,9 +1,9 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { Sandbox, Volume } from 'e2b';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
-import { startServer, TEST_HOME, URL_BASE, useTestServer } from '@agentenv/test-support/server';
+import { startServer, TEST_HOME, useTestServer } from '@agentenv/test-support/server';
 
 /**
  * A volume's quota holds for what sandboxes write through their mounts, not only for the content
@@ -16,9 +16,6 @@ const ctx = useTestServer(ENV);
 const run = Date.now().toString(36);
 const created: string[] = [];
 
-beforeAll(() => {
-  process.env.E2B_VOLUME_API_URL = URL_BASE;
-});
 afterAll(async () => {
   for (const id of created) await Volume.destroy(id).catch(() => undefined);
 });

@@ -161,6 +161,7 @@ export function useSdkEnv(url = URL_BASE): void {
   apiBase = url;
   process.env.E2B_API_URL = url;
   process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_VOLUME_API_URL = url;
   process.env.E2B_API_KEY = API_KEY;
   delete process.env.E2B_DEBUG;
 }
