@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
-import { Ajv } from 'ajv';
+import { Ajv, type ValidateFunction } from 'ajv';
 import { DEFAULT_STREAM_LIMITS } from '@agentenv/common';
 import { schedulerUrls } from '@agentenv/scheduler';
 import { DEFAULT_UNPACK_LIMITS } from '@agentenv/oci';
@@ -168,8 +168,9 @@ export function parseConfigFile(text: string, file: string): Json {
 }
 
 // Ajv (the validator Fastify runs the routes' schemas through) rather than TypeBox's value
-// module: importing that one is hundreds of ES modules, a sixth of the node's start.
-const validConfig = new Ajv({ allErrors: false }).compile(NodeConfigSchema);
+// module: importing that one is hundreds of ES modules, a sixth of the node's start. Compiled on
+// the first load, not on import: everything that imports the config's types would pay for it.
+let validConfig: ValidateFunction | undefined;
 
 /** Defaults < TOML file (AENV_CONFIG_PATH) < environment, validated as a whole. */
 export function loadConfig(env: Env = process.env): NodeConfig {
@@ -184,6 +185,7 @@ export function loadConfig(env: Env = process.env): NodeConfig {
     merged = merge(merged, parseConfigFile(text, env.AENV_CONFIG_PATH));
   }
   merged = merge(merged, envOverrides(env));
+  validConfig ??= new Ajv({ allErrors: false }).compile(NodeConfigSchema);
   if (!validConfig(merged)) {
     const e = validConfig.errors?.[0];
     throw new ConfigError(`invalid configuration at ${e?.instancePath || '/'}: ${e?.message ?? 'invalid'}`);
