@@ -165,7 +165,7 @@ function leftovers(): string[] {
 
 async function main(): Promise<void> {
   if (process.getuid?.() !== 0) die('run as root (nodes need namespaces, cgroups and iptables)');
-  if (!existsSync(path.join(ROOT, 'packages/node/dist/main.js'))) die('build first: npm run build');
+  if (!existsSync(path.join(ROOT, 'packages/node/dist/bundle/main.js'))) die('build first: npm run build');
   const memory = opt['memory-store']!;
   if (!memory && spawnSync('redis-server', ['--version']).status !== 0)
     die('redis-server is missing (bash scripts/setup.sh installs it), or pass --memory-store');

@@ -77,3 +77,4 @@ export {
 } from './sandbox-query.js';
 export { newSandboxId, isSandboxId } from './ids.js';
 export { Limiter, forEachLimit } from './limit.js';
+export { packageDir, packageVersion } from './package-dir.js';

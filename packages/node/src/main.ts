@@ -1,9 +1,8 @@
-import { readFileSync } from 'node:fs';
 import { totalmem } from 'node:os';
 import path from 'node:path';
 import { LifecycleActivity } from '@agentenv/dashboard';
 import { createSchedulerClient } from '@agentenv/scheduler';
-import { installProcessPolicy, processLogger, type BannerKey } from '@agentenv/common';
+import { installProcessPolicy, packageVersion, processLogger, type BannerKey } from '@agentenv/common';
 import type { Logger } from 'pino';
 import { buildApp } from './api/index.js';
 import { clusterAgent, SandboxEventLog } from './cluster/index.js';
@@ -28,9 +27,7 @@ import {
   type NodeTemplates,
 } from './wiring/index.js';
 
-const version = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+const version = packageVersion('@agentenv/node', import.meta.url);
 
 /**
  * What startup has set up on the host, undone in reverse when a later step fails (the port is

@@ -1,15 +1,12 @@
-import { readFileSync } from 'node:fs';
 import { startScheduler } from './server/app.js';
 import { systemClock } from './clock.js';
 import { ConfigError, loadConfig } from './config.js';
-import { DomainError, installProcessPolicy, processLogger } from '@agentenv/common';
+import { DomainError, installProcessPolicy, packageVersion, processLogger } from '@agentenv/common';
 import { MemoryStore } from './store/memory-store.js';
 import { RedisStore } from './store/redis-store.js';
 import type { SchedulerStore } from './store/store.js';
 
-const version = (
-  JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }
-).version;
+const version = packageVersion('@agentenv/scheduler', import.meta.url);
 
 async function main(): Promise<void> {
   const config = loadConfig();

@@ -1,13 +1,12 @@
-import { createRequire } from 'node:module';
-import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { packageDir as resolvePackageDir } from '@agentenv/common';
 
 /** The repository's root directory, with a trailing slash. */
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
 /** The directory of a workspace package (from its package.json, which every package exports). */
 export function packageDir(name: string): string {
-  return dirname(createRequire(import.meta.url).resolve(`${name}/package.json`));
+  return resolvePackageDir(name, import.meta.url);
 }
 
 /**

@@ -1,19 +1,16 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { packageDir } from '@agentenv/common';
 
 /** Where the dashboard is served, on a node and on a gateway. */
 export const DASHBOARD_PATH = '/dashboard';
 /** Its data routes (need the API key, unlike the pages). */
 export const DASHBOARD_API_PATH = '/dashboard/api';
 
-/**
- * The built single-page app (`npm run build`): dist/app of this package, from this module in
- * dist/server or (tests) in src/server alike.
- */
+/** The built single-page app (`npm run build`): dist/app of this package. */
 export function dashboardDir(): string {
-  return fileURLToPath(new URL('../../dist/app', import.meta.url));
+  return path.join(packageDir('@agentenv/dashboard', import.meta.url), 'dist', 'app');
 }
 
 /**

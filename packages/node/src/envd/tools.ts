@@ -1,6 +1,6 @@
 import { cp, readFile, stat } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
+import { packageDir } from '@agentenv/common';
 import { ENVD_PORT } from '@agentenv/protocol';
 import { ImageBuildError, type LayerStore } from '@agentenv/oci';
 
@@ -59,8 +59,7 @@ export function ensureToolsLayer(layers: LayerStore, bundle: ToolsBundle): Promi
 
 /** The envd tools bundle shipped with @agentenv/envd (built by `npm run bundle -w @agentenv/envd`). */
 export function defaultToolsDir(): string {
-  const pkg = createRequire(import.meta.url).resolve('@agentenv/envd/package.json');
-  return join(dirname(pkg), 'dist-tools');
+  return join(packageDir('@agentenv/envd', import.meta.url), 'dist-tools');
 }
 
 /** The envd version the tools bundle's manifest names. */

@@ -10,3 +10,4 @@ export { ProcessSpawner } from './spawner/client.js';
 export { FreshConnectionAgent, requestOnce, type FreshRequest, type SizedBody } from './fresh-connection.js';
 export { systemClock, isoTime, type Clock, type Timer } from './clock.js';
 export { probeListen } from './listen-probe.js';
+export { packageFile } from './package-file.js';

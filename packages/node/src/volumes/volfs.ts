@@ -2,11 +2,10 @@ import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { finished, type Readable, type Transform, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { fileURLToPath } from 'node:url';
-import { runProcess } from '../util/index.js';
+import { packageFile, runProcess } from '../util/index.js';
 
 /** Built by `npm run build:native -w @agentenv/node` from native/aenv-volfs.c. */
-export const VOLFS_PATH = fileURLToPath(new URL('../../native/build/aenv-volfs', import.meta.url));
+export const VOLFS_PATH = packageFile('native/build/aenv-volfs');
 
 /** What aenv-volfs refused: the errno's name, and whether PATH itself or a parent failed. */
 export class VolfsError extends Error {

@@ -1,13 +1,10 @@
 import { access, constants } from 'node:fs/promises';
 import { closeSync, openSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { runProcess } from '../../util/index.js';
+import { packageFile, runProcess } from '../../util/index.js';
 import { runCommand, wrapForNetSysctlQuirk, type CommandResult } from './runsc.js';
 
 /** Built by `npm run build:native -w @agentenv/node` from native/aenv-reaper.c. */
-export const DEFAULT_REAPER_PATH = fileURLToPath(
-  new URL('../../../native/build/aenv-reaper', import.meta.url),
-);
+export const DEFAULT_REAPER_PATH = packageFile('native/build/aenv-reaper');
 
 export async function reaperAvailable(path: string): Promise<boolean> {
   return access(path, constants.X_OK).then(

@@ -2,13 +2,13 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import type { Socket } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { withoutSecrets } from '@agentenv/common';
+import { packageFile } from '../package-file.js';
 import type { ProcessLauncher, ProcessOptions, ProcessResult } from '../subprocess.js';
 import { parseReply, wireOptions, type SpawnerRequest } from './protocol.js';
 
-/** The spawner's entry point, built from main.ts (the same path from src/ and from dist/). */
-export const SPAWNER_MAIN = fileURLToPath(new URL('../../../dist/util/spawner/main.js', import.meta.url));
+/** The spawner's entry point, built from main.ts (the compiled module, also beside the bundle). */
+export const SPAWNER_MAIN = packageFile('dist/util/spawner/main.js');
 /** A small heap: fork() copies the caller's page tables, so the spawner stays cheap to fork from. */
 const SPAWNER_FLAGS = ['--max-old-space-size=256', '--max-semi-space-size=2'];
 /** How long close() lets the programs still running end (they get SIGTERM) before SIGKILL. */
