@@ -4,9 +4,10 @@
  * starts by reading a few files instead of resolving and loading hundreds of ES modules: about
  * half the CPU a start costs (docs/development.md). Run by `npm run build`, after tsc.
  *
- * What is imported on first use (the S3 SDK, the envd client) stays in a chunk of its own, loaded
- * then. Packages with native code, or that use `__dirname` (pino starts its transports' workers
- * from its own directory; ioredis trims its friendly error stacks by it), stay in node_modules.
+ * Left in node_modules: packages with native code; those that use `__dirname` (pino starts its
+ * transports' workers from its own directory, ioredis trims its friendly error stacks by it); and
+ * the S3 SDK, which a node imports only when its repository is S3 (bundled, every start would
+ * read its megabyte).
  */
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { build } from 'esbuild';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SERVICES = ['node', 'gateway', 'scheduler'];
-const EXTERNAL = ['better-sqlite3', '@number0/iroh', 'pino', 'pino-pretty', 'ioredis'];
+const EXTERNAL = ['better-sqlite3', '@number0/iroh', 'pino', 'pino-pretty', 'ioredis', '@aws-sdk/client-s3'];
 
 for (const service of SERVICES) {
   const dist = path.join(ROOT, 'packages', service, 'dist');
@@ -25,8 +26,6 @@ for (const service of SERVICES) {
     entryPoints: { main: path.join(dist, 'main.js') },
     outdir,
     bundle: true,
-    splitting: true,
-    chunkNames: 'chunks/[name]-[hash]',
     platform: 'node',
     target: 'node20',
     format: 'esm',
