@@ -14,13 +14,13 @@ trap 'rm -rf "$work"' EXIT
 # files one after another, with its own test-node instance (port 18000+N, network tag and range,
 # home: see packages/test-support/src/server/server-fixture.ts); a file that needs more nodes
 # takes instances N+1..N+9. What must not run at once stays in one lane: envd's debug port 49983
-# (envd), the runtime fixture's 10.251/16 namespaces (runtime, snapshot, oci), the cluster suite's
-# ports 199xx and home /var/lib/aenv-h9 (cluster, dashboard, the gateway's security files).
-# Two lanes, balanced by the times of their files (they ended within 1 % of each other in a full
-# run); on two cores a third lane only slows every lane.
+# (envd), the runtime fixture's 10.251/16 namespaces (runtime, snapshot, oci), the network files'
+# 10.237/16 ranges (network), the cluster suite's ports 199xx and home /var/lib/aenv-h9 (cluster,
+# dashboard, the gateway's security files). Two lanes, balanced by the times of their files (the
+# summary prints both); on two cores a third lane only slows every lane.
 lanes=(
-  "a 0 node network runtime snapshot oci envd -- packages/node/test/e2e packages/node/test/network packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/envd/"
-  "b 10 cluster dashboard security scheduler p2p cli -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/"
+  "a 0 node runtime snapshot oci envd -- packages/node/test/e2e packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/envd/"
+  "b 10 cluster dashboard security scheduler p2p cli network -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/ packages/node/test/network"
 )
 laned=true
 [ $# -gt 0 ] && laned=false

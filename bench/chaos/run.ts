@@ -13,7 +13,10 @@ import { judge, type Observation, type Seen, type Verdict } from './invariants.j
 import { ChaosClient, newBooks, type Books } from './workload.js';
 
 export interface ChaosOptions {
+  /** How long clients run rollouts, at least. */
   durationMs: number;
+  /** Rollouts go on past durationMs until this many faults were injected. Default 0. */
+  minFaults?: number;
   clients: number;
   nodes: number;
   seed: number;
@@ -64,7 +67,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     await Promise.all(
       Array.from({ length: o.clients }, async () => {
         const client = new ChaosClient({ gateways: c.gatewayUrls, apiKey: API_KEY, random, books, fate });
-        while (Date.now() < until) {
+        while (Date.now() < until || injector.log.length < (o.minFaults ?? 0)) {
           await client.rollout();
           rollouts++;
           if (rollouts % 10 === 0) log(`${rollouts} rollouts, ${injector.log.length} faults`);
