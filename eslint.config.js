@@ -31,6 +31,23 @@ export default tseslint.config(
     },
   },
   {
+    // The services run bundled (scripts/bundle-services.ts), where a path relative to the module
+    // that wrote it points elsewhere. The CLI's own single-file bundle sets what it reads so.
+    files: ['packages/*/src/**/*.ts', 'packages/*/src/**/*.tsx'],
+    ignores: ['packages/cli/**', 'packages/test-support/**'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector:
+            'NewExpression[callee.name="URL"] > MemberExpression[object.type="MetaProperty"][property.name="url"]',
+          message:
+            "a path relative to import.meta.url breaks in the bundle: use packageDir(name, import.meta.url) from '@agentenv/common'",
+        },
+      ],
+    },
+  },
+  {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
   },

@@ -7,7 +7,7 @@ import { packageFile } from '../package-file.js';
 import type { ProcessLauncher, ProcessOptions, ProcessResult } from '../subprocess.js';
 import { parseReply, wireOptions, type SpawnerRequest } from './protocol.js';
 
-/** The spawner's entry point, built from main.ts (the compiled module, also beside the bundle). */
+/** The spawner's entry point: main.ts compiled, which the bundled binary starts too. */
 export const SPAWNER_MAIN = packageFile('dist/util/spawner/main.js');
 /** A small heap: fork() copies the caller's page tables, so the spawner stays cheap to fork from. */
 const SPAWNER_FLAGS = ['--max-old-space-size=256', '--max-semi-space-size=2'];
