@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+
 /**
  * What counts as a secret, in one place: a log field, an HTTP header or an environment variable
  * whose name says it holds a key, a token, a secret or a password (`X-API-Key`, `Authorization`,
@@ -68,4 +70,32 @@ export function keyInFile(file: string): BannerKey {
 export function keyFromEnv(env: Record<string, string | undefined>): BannerKey | undefined {
   if (env.AENV_API_KEY) return { text: 'not printed, it is AENV_API_KEY', shell: '$AENV_API_KEY' };
   return env.AENV_API_KEY_FILE ? keyInFile(env.AENV_API_KEY_FILE) : undefined;
+}
+
+/** The shortest API key a node, a scheduler or a gateway starts with. */
+export const MIN_API_KEY_LENGTH = 8;
+
+/**
+ * The API key AENV_API_KEY holds, else the one in the file AENV_API_KEY_FILE names (a mounted
+ * secret; surrounding whitespace dropped), else undefined. Throws when the file cannot be read.
+ */
+export function readApiKey(env: Record<string, string | undefined>): string | undefined {
+  if (env.AENV_API_KEY) return env.AENV_API_KEY;
+  const file = env.AENV_API_KEY_FILE;
+  if (!file) return undefined;
+  try {
+    return readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new Error(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** readApiKey's key, refused (thrown) when absent or shorter than MIN_API_KEY_LENGTH. */
+export function requireApiKey(env: Record<string, string | undefined>): string {
+  const key = readApiKey(env);
+  if (!key || key.length < MIN_API_KEY_LENGTH)
+    throw new Error(
+      `the cluster API key is required: set AENV_API_KEY (or AENV_API_KEY_FILE), at least ${MIN_API_KEY_LENGTH} characters`,
+    );
+  return key;
 }

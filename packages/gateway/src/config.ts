@@ -1,5 +1,4 @@
-import { readFileSync } from 'node:fs';
-import { DEFAULT_STREAM_LIMITS, type StreamLimits } from '@agentenv/common';
+import { DEFAULT_STREAM_LIMITS, requireApiKey, type StreamLimits } from '@agentenv/common';
 import { schedulerUrls } from '@agentenv/scheduler';
 
 type Env = Record<string, string | undefined>;
@@ -47,15 +46,6 @@ export function parseAddr(s: string): { host: string; port: number } {
   return { host: m[1] ?? (m[2] || '0.0.0.0'), port };
 }
 
-function keyFile(path: string | undefined): string | undefined {
-  if (!path) return undefined;
-  try {
-    return readFileSync(path, 'utf8').trim();
-  } catch (err) {
-    throw new GatewayConfigError(`cannot read AENV_API_KEY_FILE ${path}: ${(err as Error).message}`);
-  }
-}
-
 export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const schedulerUrl = env.AENV_SCHEDULER_URL ?? 'http://127.0.0.1:9090';
   try {
@@ -63,11 +53,12 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   } catch (err) {
     throw new GatewayConfigError(`AENV_SCHEDULER_URL: ${(err as Error).message}`);
   }
-  const apiKey = env.AENV_API_KEY || keyFile(env.AENV_API_KEY_FILE);
-  if (!apiKey)
-    throw new GatewayConfigError(
-      'AENV_API_KEY (or AENV_API_KEY_FILE) must be set: the key the cluster checks',
-    );
+  let apiKey: string;
+  try {
+    apiKey = requireApiKey(env);
+  } catch (err) {
+    throw new GatewayConfigError((err as Error).message);
+  }
   const cert = env.AENV_TLS_CERT;
   const key = env.AENV_TLS_KEY;
   if (!!cert !== !!key) throw new GatewayConfigError('AENV_TLS_CERT and AENV_TLS_KEY are set together');

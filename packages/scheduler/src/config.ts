@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { requireApiKey } from '@agentenv/common';
 import type { PlacementPolicy } from './schedule/scoring/policy.js';
 import { DEFAULT_SETTINGS, type ExpectedNode, type SchedulerSettings } from './settings.js';
 
@@ -21,11 +21,12 @@ type Env = Record<string, string | undefined>;
 
 /** The scheduler's settings from its environment (AGENTENV-API.md §3); mistakes are startup errors. */
 export function loadConfig(env: Env = process.env): SchedulerConfig {
-  const apiKey = env.AENV_API_KEY ?? readKeyFile(env.AENV_API_KEY_FILE);
-  if (!apiKey || apiKey.length < 8)
-    throw new ConfigError(
-      'the cluster API key is required: set AENV_API_KEY (or AENV_API_KEY_FILE), at least 8 characters',
-    );
+  let apiKey: string;
+  try {
+    apiKey = requireApiKey(env);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
   const store = env.AENV_SCHEDULER_STORE || 'memory';
   if (store !== 'memory' && !/^rediss?:\/\//.test(store))
     throw new ConfigError(`invalid AENV_SCHEDULER_STORE '${store}': 'memory' or a redis:// URL`);
@@ -57,15 +58,6 @@ export function loadConfig(env: Env = process.env): SchedulerConfig {
       policy,
     },
   };
-}
-
-function readKeyFile(file: string | undefined): string | undefined {
-  if (!file) return undefined;
-  try {
-    return readFileSync(file, 'utf8').trim();
-  } catch (err) {
-    throw new ConfigError(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`);
-  }
 }
 
 function num(env: Env, name: string, fallback: number, min: number): number {

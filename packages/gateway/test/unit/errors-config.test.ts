@@ -1,5 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadGatewayConfig, parseAddr } from '../../src/config.js';
+import { GatewayConfigError, loadGatewayConfig, parseAddr } from '../../src/config.js';
 import { ask } from '../../src/context.js';
 import { DomainError, checkApiKey, errorBody } from '@agentenv/common';
 import { Code, ConnectError } from '@connectrpc/connect';
@@ -79,9 +82,11 @@ describe('scheduler call failures', () => {
 });
 
 describe('gateway config', () => {
+  const KEY = 'e2b_0123456789';
+
   it('has defaults and needs the API key', () => {
     expect(() => loadGatewayConfig({})).toThrow(/AENV_API_KEY/);
-    const c = loadGatewayConfig({ AENV_API_KEY: 'e2b_00' });
+    const c = loadGatewayConfig({ AENV_API_KEY: KEY });
     expect(c).toMatchObject({
       host: '0.0.0.0',
       port: 8080,
@@ -93,7 +98,7 @@ describe('gateway config', () => {
 
   it('reads addresses, domains, TLS and limits from the environment', () => {
     const c = loadGatewayConfig({
-      AENV_API_KEY: 'k',
+      AENV_API_KEY: KEY,
       GATEWAY_ADDR: '127.0.0.1:19900',
       AENV_SANDBOX_PROXY_DOMAINS: 'a.test, b.test',
       AENV_TLS_CERT: '/c.pem',
@@ -119,6 +124,22 @@ describe('gateway config', () => {
     { AENV_SCHEDULER_URL: 'not a url' },
     { AENV_SCHEDULER_URL: 'http://a:9090,,ftp://b' },
   ])('refuses %o', (env) => {
-    expect(() => loadGatewayConfig({ AENV_API_KEY: 'k', ...env })).toThrow();
+    expect(() => loadGatewayConfig({ AENV_API_KEY: KEY, ...env })).toThrow(GatewayConfigError);
+  });
+
+  it('takes the key from AENV_API_KEY_FILE, trimmed, and refuses a short or unreadable one', () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'gw-key-'));
+    try {
+      writeFileSync(path.join(dir, 'key'), `${KEY}\n`);
+      writeFileSync(path.join(dir, 'short'), 'e2b_01\n');
+      expect(loadGatewayConfig({ AENV_API_KEY_FILE: path.join(dir, 'key') }).apiKey).toBe(KEY);
+      for (const env of [{ AENV_API_KEY: 'k' }, { AENV_API_KEY_FILE: path.join(dir, 'short') }])
+        expect(() => loadGatewayConfig(env)).toThrow(/at least 8 characters/);
+      expect(() => loadGatewayConfig({ AENV_API_KEY_FILE: path.join(dir, 'absent') })).toThrow(
+        /cannot read AENV_API_KEY_FILE/,
+      );
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
   });
 });

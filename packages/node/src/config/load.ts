@@ -3,7 +3,7 @@ import { hostname, homedir } from 'node:os';
 import path from 'node:path';
 import { parse as parseToml } from 'smol-toml';
 import { Ajv, type ValidateFunction } from 'ajv';
-import { DEFAULT_STREAM_LIMITS } from '@agentenv/common';
+import { DEFAULT_STREAM_LIMITS, readApiKey } from '@agentenv/common';
 import { schedulerUrls } from '@agentenv/scheduler';
 import { DEFAULT_UNPACK_LIMITS } from '@agentenv/oci';
 import { DEFAULT_ALWAYS_DENIED } from '../network/index.js';
@@ -92,13 +92,12 @@ export function defaults(env: Env): NodeConfig {
   };
 }
 
-/** The key in AENV_API_KEY_FILE (a mounted secret), as the scheduler and the gateway read it. */
-function apiKeyFile(file: string | undefined): string | undefined {
-  if (!file) return undefined;
+/** The key in AENV_API_KEY or AENV_API_KEY_FILE, read as the scheduler and the gateway read it. */
+function apiKeyFromEnv(env: Env): string | undefined {
   try {
-    return readFileSync(file, 'utf8').trim();
+    return readApiKey(env);
   } catch (err) {
-    throw new ConfigError(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`);
+    throw new ConfigError((err as Error).message);
   }
 }
 
@@ -113,7 +112,7 @@ export function envOverrides(env: Env): Json {
   if (env.API_ADDR) set(['apiAddr'], env.API_ADDR);
   if (env.AENV_HOME_PATH) set(['homePath'], env.AENV_HOME_PATH);
   if (env.AENV_RUNTIME_PATH) set(['runtimePath'], env.AENV_RUNTIME_PATH);
-  const apiKey = env.AENV_API_KEY || apiKeyFile(env.AENV_API_KEY_FILE);
+  const apiKey = apiKeyFromEnv(env);
   if (apiKey) set(['apiKey'], apiKey);
   if (env.AENV_TLS_CERT) set(['tlsCert'], env.AENV_TLS_CERT);
   if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { MIN_API_KEY_LENGTH } from '@agentenv/common';
 
 const Cidr = Type.String({ pattern: '^[0-9a-fA-F:.]+(/[0-9]{1,3})?$' });
 
@@ -10,7 +11,7 @@ export const NodeConfigSchema = Type.Object({
   apiAddr: Type.String(),
   homePath: Type.String({ minLength: 1 }),
   runtimePath: Type.String({ minLength: 1 }),
-  apiKey: Type.Optional(Type.String({ minLength: 8 })),
+  apiKey: Type.Optional(Type.String({ minLength: MIN_API_KEY_LENGTH })),
   /** PEM certificate (chain) and key: the API and sandbox proxy listen with TLS (HTTP/2 by ALPN). */
   tlsCert: Type.Optional(Type.String({ minLength: 1 })),
   tlsKey: Type.Optional(Type.String({ minLength: 1 })),
