@@ -35,13 +35,18 @@ export interface InjectorOptions {
 
 export class FaultInjector {
   readonly log: FaultLog[] = [];
+  /** Faults whose target is back. */
+  healed = 0;
+  /** False once injecting ended: stopped, or a fault failed (stop() throws its error). */
+  active = false;
   private stopped = false;
   private done?: Promise<void>;
 
   constructor(private readonly o: InjectorOptions) {}
 
   start(): void {
-    this.done = this.loop();
+    this.active = true;
+    this.done = this.loop().finally(() => (this.active = false));
   }
 
   /** Stops injecting; resolves once the fault in progress is healed. */
@@ -61,6 +66,7 @@ export class FaultInjector {
       if (this.stopped) return;
       if (!deck.length) deck = shuffle([...FAULT_KINDS], this.o.random);
       await this.inject(deck.pop()!);
+      this.healed++;
     }
   }
 

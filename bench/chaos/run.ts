@@ -15,7 +15,10 @@ import { ChaosClient, newBooks, type Books } from './workload.js';
 export interface ChaosOptions {
   /** How long clients run rollouts, at least. */
   durationMs: number;
-  /** Rollouts go on past durationMs until this many faults were injected. Default 0. */
+  /**
+   * Rollouts go on past durationMs until this many faults have struck and healed, for at most
+   * LATE_FAULTS_MS more. Default 0.
+   */
   minFaults?: number;
   clients: number;
   nodes: number;
@@ -24,6 +27,9 @@ export interface ChaosOptions {
   maxDownMs: number;
   log?: (line: string) => void;
 }
+
+/** How long past durationMs rollouts wait for minFaults (a failed fault ends them at once). */
+const LATE_FAULTS_MS = 120_000;
 
 export interface ChaosResult {
   books: Books;
@@ -63,11 +69,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       maxDownMs: o.maxDownMs,
     });
     const until = Date.now() + o.durationMs;
+    const more = () =>
+      injector.active && injector.healed < (o.minFaults ?? 0) && Date.now() < until + LATE_FAULTS_MS;
     injector.start();
     await Promise.all(
       Array.from({ length: o.clients }, async () => {
         const client = new ChaosClient({ gateways: c.gatewayUrls, apiKey: API_KEY, random, books, fate });
-        while (Date.now() < until || injector.log.length < (o.minFaults ?? 0)) {
+        while (Date.now() < until || more()) {
           await client.rollout();
           rollouts++;
           if (rollouts % 10 === 0) log(`${rollouts} rollouts, ${injector.log.length} faults`);
