@@ -93,9 +93,9 @@ export function readApiKey(env: Record<string, string | undefined>): string | un
 /** readApiKey's key, refused (thrown) when absent or shorter than MIN_API_KEY_LENGTH. */
 export function requireApiKey(env: Record<string, string | undefined>): string {
   const key = readApiKey(env);
-  if (!key || key.length < MIN_API_KEY_LENGTH)
-    throw new Error(
-      `the cluster API key is required: set AENV_API_KEY (or AENV_API_KEY_FILE), at least ${MIN_API_KEY_LENGTH} characters`,
-    );
+  const need = `at least ${MIN_API_KEY_LENGTH} characters`;
+  if (!key)
+    throw new Error(`the cluster API key is required: set AENV_API_KEY (or AENV_API_KEY_FILE), ${need}`);
+  if (key.length < MIN_API_KEY_LENGTH) throw new Error(`the cluster API key is too short: ${need}`);
   return key;
 }

@@ -57,7 +57,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   try {
     apiKey = requireApiKey(env);
   } catch (err) {
-    throw new GatewayConfigError((err as Error).message);
+    throw new GatewayConfigError((err as Error).message, { cause: err });
   }
   const cert = env.AENV_TLS_CERT;
   const key = env.AENV_TLS_KEY;

@@ -25,7 +25,7 @@ export function loadConfig(env: Env = process.env): SchedulerConfig {
   try {
     apiKey = requireApiKey(env);
   } catch (err) {
-    throw new ConfigError((err as Error).message);
+    throw new ConfigError((err as Error).message, { cause: err });
   }
   const store = env.AENV_SCHEDULER_STORE || 'memory';
   if (store !== 'memory' && !/^rediss?:\/\//.test(store))

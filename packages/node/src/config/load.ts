@@ -97,7 +97,7 @@ function apiKeyFromEnv(env: Env): string | undefined {
   try {
     return readApiKey(env);
   } catch (err) {
-    throw new ConfigError((err as Error).message);
+    throw new ConfigError((err as Error).message, { cause: err });
   }
 }
 
