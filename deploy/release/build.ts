@@ -105,7 +105,13 @@ async function stageApp(repo: string, tree: string, plan: ReleasePlan, lock: Loc
   for (const location of closure.workspaces) {
     const pkg = byLocation.get(location) ?? readWorkspaces(repo, { workspaces: [location] })[0]!;
     if (pkg === plan.tools) continue;
-    const entries = ['package.json', 'dist', ...(Object.keys(pkg.bin).length ? ['bin'] : [])];
+    // native/build: the helper programs a package runs (the node's aenv-reaper and aenv-volfs).
+    const entries = [
+      'package.json',
+      'dist',
+      ...(Object.keys(pkg.bin).length ? ['bin'] : []),
+      ...(existsSync(path.join(repo, location, 'native', 'build')) ? ['native/build'] : []),
+    ];
     await copyBuilt(path.join(repo, location), path.join(tree, 'app', location), entries);
     shipped.push(pkg);
   }

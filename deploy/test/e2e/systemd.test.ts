@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { Sandbox } from 'e2b';
+import { Sandbox, Volume } from 'e2b';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { baseLayerBinds } from '../support/base-layer.js';
 import { firewallRules } from '../support/firewall.js';
@@ -185,6 +185,19 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
       async () => Number(await again.files.read('/tmp/count')) > resumedAt,
     );
     await again.kill();
+  });
+
+  it('the installed node serves a volume’s files (its native helpers ship in the release)', async () => {
+    process.env.E2B_API_URL = URL_BASE;
+    process.env.E2B_VOLUME_API_URL = URL_BASE;
+    process.env.E2B_API_KEY = apiKey;
+    const vol = await Volume.create(`release-${TAG}`);
+    try {
+      await vol.writeFile('/from-the-release.txt', 'written through aenv-volfs');
+      expect(await vol.readFile('/from-the-release.txt')).toBe('written through aenv-volfs');
+    } finally {
+      await Volume.destroy(vol.volumeId);
+    }
   });
 
   it('uninstall.sh removes everything but /var/lib/aenv (--purge that too), and a killed node’s chains', async () => {

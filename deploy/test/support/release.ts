@@ -23,7 +23,9 @@ function newest(dir: string): number {
 /** What a release is made of: every workspace's build, the deploy files, the scripts, the lockfile. */
 function inputsChangedAt(): number {
   const packages = readdirSync(path.join(REPO, 'packages')).flatMap((p) =>
-    ['dist', 'dist-tools', 'bin', 'package.json'].map((e) => path.join(REPO, 'packages', p, e)),
+    ['dist', 'dist-tools', 'bin', 'native/build', 'package.json'].map((e) =>
+      path.join(REPO, 'packages', p, e),
+    ),
   );
   return Math.max(
     ...[...packages, 'deploy/systemd', 'deploy/config', 'deploy/release', 'scripts', 'package-lock.json']
