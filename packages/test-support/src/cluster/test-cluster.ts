@@ -1,4 +1,5 @@
 import { rmSync } from 'node:fs';
+import path from 'node:path';
 import { NodeStatus } from '@agentenv/protocol/scheduler';
 import { createSchedulerClient } from '@agentenv/scheduler';
 import { callApi } from '../api-call.js';
@@ -55,6 +56,11 @@ export class TestCluster extends ClusterLauncher {
     const c = new TestCluster(o);
     try {
       rmSync(SNAPSHOT_STORE, { recursive: true, force: true });
+      // A fresh cluster holds no sandboxes: a run stopped before its files cleaned up leaves their
+      // records (paused sandboxes) in the nodes' homes, which the nodes would bring back.
+      for (let i = 0; i < o.nodes; i++)
+        for (const dir of ['state', 'captures'])
+          rmSync(path.join(TEST_CLUSTER_LAYOUT.node(i).home, dir), { recursive: true, force: true });
       if (o.store === 'redis') await c.startRedis({ fresh: true });
       await Promise.all(c.schedulerUrls.map((_, k) => c.startScheduler(k)));
       // Gateways and nodes need only the schedulers, not each other: they start side by side.
