@@ -65,11 +65,23 @@ export interface Live {
 }
 
 /**
+ * A sandbox whose pause answered once its runtime sandbox was suspended: the checkpoint runs
+ * after the answer, and the runtime sandbox is stopped once it is complete. Until then a resume
+ * runs it on where it stopped, and a kill stops it.
+ */
+export interface Suspended {
+  readonly live: Live;
+  /** Settles when the checkpoint ended: true when it is complete. */
+  readonly captured: Promise<boolean>;
+}
+
+/**
  * What every part of the orchestrator shares: the dependencies, the sandboxes live on this node,
  * the per-sandbox lock, and `transition()`, the one way a sandbox's stored state moves.
  */
 export class SandboxCore {
   readonly live = new Map<string, Live>();
+  readonly suspended = new Map<string, Suspended>();
   readonly mutex = new KeyedMutex();
   readonly clock: Clock;
   readonly logs: SandboxLogs;
@@ -176,6 +188,17 @@ export class SandboxCore {
     await this.d.slots
       .release(slot)
       .catch((err) => this.d.logger.warn({ err, sandboxId }, 'slot release failed'));
+  }
+
+  /**
+   * Gives a stopped sandbox's network slot back in the background, once its processes have
+   * exited: the slot may go to another sandbox next.
+   */
+  releaseWhenGone(id: string, live: Live): void {
+    void this.background.run('slot-release', id, async () => {
+      await this.d.driver.released(live.handle.id);
+      await this.releaseSlot(live.slot, id);
+    });
   }
 
   /** The repository's pause of a sandbox that is gone for good, or that a newer pause replaced. */

@@ -12,12 +12,16 @@ export class Killer {
   async kill(id: string, reason: LifecycleReason): Promise<void> {
     const { d } = this.core;
     await this.core.transition(id, 'kill', async (rec) => {
-      const live = this.core.live.get(id);
+      // A pause's checkpoint under way ends first: a runtime sandbox is not stopped in the middle of one.
+      const held = this.core.suspended.get(id);
+      if (held) await held.captured;
+      const live = this.core.live.get(id) ?? held?.live;
       if (live) {
         await this.core.drainConnections(id, 'kill');
         // Live until the runtime let go of it: a failed kill leaves the sandbox as it was.
         await d.driver.kill(live.handle);
         this.core.live.delete(id);
+        this.core.suspended.delete(id);
       }
       // Before the answer: once the record is gone nothing may resume the sandbox from its pause.
       const { pauseId, ...remains } = rec;

@@ -85,7 +85,7 @@ export class Orchestrator {
         ...(this.memory ? [this.memory.measure()] : []),
         ...(deps.admission ?? []),
       ],
-      () => core.live.size,
+      () => core.live.size + core.suspended.size,
       () => deps.driver.releasing(),
     );
     this.creator = new Creator(core, this.admission);

@@ -1,16 +1,22 @@
-import type { SandboxCore } from './core.js';
+import type { Live, SandboxCore, Suspended } from './core.js';
 import { captureFilesystem } from './fs-pause.js';
 import { refuseIfInUse } from './memory-pressure.js';
 import type { LifecycleReason } from './observer.js';
 import type { PauseUploads } from './pause-upload.js';
 import type { PauseKind, SandboxRecord } from './record.js';
 
+/** The lifecycle stage of a pause's checkpoint, taken after the pause answered. */
+export const PAUSE_CAPTURE_STAGE = 'pause-capture';
+
 /**
- * Pause: checkpoint a running sandbox to this node's disk (or, filesystem only, capture its
- * writable layer) and release its CPU and memory, then answer; its network slot is torn down
- * after the answer. Storing the capture in the shared repository (any node can resume it) and
- * this node's cache runs afterwards in the background (PauseUploads), unless the caller waits for
- * it (`untilStored`).
+ * Pause: a running sandbox is suspended where it is (its processes stop; nothing it does is seen
+ * after the answer), then the answer. Its checkpoint to this node's disk follows in the
+ * background, after which its CPU, memory and network slot are given back. Should the node die
+ * before that checkpoint is complete, the runtime takes it when the node starts again
+ * (RuntimeDriver.suspend), so the answer is as durable as the checkpoint. A filesystem-only pause
+ * captures the writable layer before it answers. Storing the capture in the shared repository
+ * (any node can resume it) and this node's cache runs afterwards (PauseUploads), unless the caller
+ * waits for it (`untilStored`).
  */
 export class Pauser {
   constructor(
@@ -26,8 +32,13 @@ export class Pauser {
   ): Promise<void> {
     await this.core.transition(id, 'pause', (rec) => this.pauseWork(rec, reason, kind));
     this.core.emit('paused', id, reason);
-    const upload = this.uploads.start(id);
-    if (untilStored) await upload;
+    const held = this.core.suspended.get(id);
+    const stored = held
+      ? this.core.background.run(PAUSE_CAPTURE_STAGE, id, () => this.afterCapture(id, held))
+      : this.uploads.start(id);
+    if (untilStored) await stored;
+    // Pressure relief pauses one sandbox after another, each giving its memory back first.
+    else if (reason === 'memory_pressure') await held?.captured;
   }
 
   private async pauseWork(
@@ -49,7 +60,7 @@ export class Pauser {
         await d.driver.kill(live.handle);
       } else {
         await this.core.drainConnections(rec.sandboxId, 'pause');
-        await d.driver.checkpoint(live.handle, { dir, leaveRunning: false });
+        await d.driver.suspend(live.handle, dir);
       }
     } catch (err) {
       d.store.update(rec);
@@ -57,12 +68,8 @@ export class Pauser {
       throw err;
     }
     this.core.live.delete(rec.sandboxId);
-    // Given back after the answer, as a kill does: tearing the namespace down is not the pause's.
-    // Only once the checkpointed processes have exited: the slot may go to another sandbox next.
-    void this.core.background.run('pause-release', rec.sandboxId, async () => {
-      await d.driver.released(live.handle.id);
-      await this.core.releaseSlot(live.slot, rec.sandboxId);
-    });
+    if (kind === 'filesystem') this.core.releaseWhenGone(rec.sandboxId, live);
+    else this.capture(rec.sandboxId, live, dir);
     this.core.logs.add(
       rec.sandboxId,
       kind === 'filesystem' ? 'sandbox paused (filesystem only)' : 'sandbox paused',
@@ -73,5 +80,54 @@ export class Pauser {
     const marked = kind === 'filesystem' ? { pauseKind: kind } : {};
     // pauseId stays: the previous pause, parent of this one once uploaded.
     return { ...rest, state: 'paused', ...forMemory, ...marked, captureDir: dir, uploadPending: true };
+  }
+
+  /** Starts the suspended sandbox's checkpoint; it stays suspended after it (leaveRunning). */
+  private capture(id: string, live: Live, dir: string): void {
+    const t0 = this.core.clock.now();
+    const captured = this.core.d.driver.checkpoint(live.handle, { dir, leaveRunning: true }).then(
+      () => {
+        this.core.d.observer.stage(PAUSE_CAPTURE_STAGE, this.core.clock.now() - t0);
+        return true;
+      },
+      (err: unknown) => {
+        this.core.failed(PAUSE_CAPTURE_STAGE, id, err);
+        return false;
+      },
+    );
+    this.core.suspended.set(id, { live, captured });
+  }
+
+  /**
+   * Once the checkpoint ended: the suspended sandbox is stopped and the capture stored, unless a
+   * resume or a kill took the sandbox over meanwhile. A failed checkpoint leaves it suspended in
+   * memory (a resume runs it on; the runtime tries the checkpoint again should the node restart),
+   * or, when the sandbox died with it, gone.
+   */
+  private async afterCapture(id: string, held: Suspended): Promise<void> {
+    const { d } = this.core;
+    const ok = await held.captured;
+    const stopped = !ok && (await d.driver.status(held.live.handle)) === 'stopped';
+    let upload = false;
+    await this.core.mutex.run(id, async () => {
+      if (this.core.suspended.get(id) !== held || (!ok && !stopped)) return;
+      this.core.suspended.delete(id);
+      if (stopped) return this.died(id, held.live);
+      await d.driver.kill(held.live.handle);
+      this.core.releaseWhenGone(id, held.live);
+      upload = true;
+    });
+    if (upload) await this.uploads.start(id);
+  }
+
+  /** A sandbox that died in its pause's checkpoint: nothing of it is left to resume. */
+  private async died(id: string, live: Live): Promise<void> {
+    const { d } = this.core;
+    await this.core.releaseSlot(live.slot, id);
+    const rec = d.store.get(id);
+    if (!rec) return;
+    d.store.delete(id);
+    await this.core.reclaimRemains(rec);
+    this.core.emit('exited', id, 'runtime_exit', { reason: 'died during its pause' });
   }
 }

@@ -1,7 +1,7 @@
 import { DomainError, notFound } from '@agentenv/common';
 import type { Capture, Resources } from '../runtime/index.js';
 import type { Admission } from './admission.js';
-import type { EndTimeMode, Live, SandboxCore } from './core.js';
+import type { EndTimeMode, Live, SandboxCore, Suspended } from './core.js';
 import type { LifecycleReason } from './observer.js';
 import { PauseSealer } from './persistence/index.js';
 import { captureFilesystem, restoreFilesystem } from './fs-pause.js';
@@ -93,11 +93,39 @@ export class Resumer {
     timeoutSecs: number,
     boot: ResumeBoot,
   ): Promise<SandboxRecord> {
+    const held = this.core.suspended.get(rec.sandboxId);
+    if (held && (await this.runOn(rec, held, boot))) return this.running(rec, held.live, timeoutSecs);
     await this.holdPause(rec);
     const live = await this.restoreLive(rec, boot).catch(async (err: unknown) => {
       await this.letPauseGo(rec);
       throw err;
     });
+    return this.running(rec, live, timeoutSecs);
+  }
+
+  /**
+   * A sandbox whose pause's checkpoint is under way (or failed) is still suspended on this node:
+   * once the checkpoint ended it runs on where it stopped, which is what restoring the capture
+   * would give, sooner. A reboot stops it instead and boots from the capture (unless the
+   * checkpoint failed: its memory is then all there is). False: it was stopped, and the resume
+   * goes on as from any pause.
+   */
+  private async runOn(rec: SandboxRecord, held: Suspended, boot: ResumeBoot): Promise<boolean> {
+    const { d } = this.core;
+    const captured = await held.captured;
+    if (boot === 'reboot' && captured) {
+      this.core.suspended.delete(rec.sandboxId);
+      await d.driver.kill(held.live.handle);
+      this.core.releaseWhenGone(rec.sandboxId, held.live);
+      return false;
+    }
+    await d.driver.resume(held.live.handle);
+    this.core.suspended.delete(rec.sandboxId);
+    return true;
+  }
+
+  /** The record of a sandbox running again in `live`. */
+  private async running(rec: SandboxRecord, live: Live, timeoutSecs: number): Promise<SandboxRecord> {
     this.core.live.set(rec.sandboxId, live);
     // Local captures are obsolete once the sandbox runs on (also one a crash left behind after
     // the repository took it); the repository's pause stays as the parent of the next one.

@@ -133,7 +133,15 @@ export interface RuntimeDriver {
   /** A new, independent sandbox from a capture. On failure nothing is left behind. */
   restore(req: RestoreRequest): Promise<SandboxHandle>;
   pause(handle: SandboxHandle): Promise<void>;
+  /** Runs a paused sandbox again; a suspended one is owed no checkpoint any more. */
   resume(handle: SandboxHandle): Promise<void>;
+  /**
+   * Pauses a sandbox ahead of a checkpoint into `captureDir` (checkpoint() with leaveRunning
+   * keeps it paused). Should this process die before that checkpoint is complete, the next
+   * driver's prepare() takes it before reclaiming the sandbox, so a pause may answer once the
+   * sandbox is suspended and survive a crash of the node.
+   */
+  suspend(handle: SandboxHandle, captureDir: string): Promise<void>;
   /**
    * Stops every process of the sandbox entirely (no CPU at all, memory kept) until thaw(). Other
    * operations on a frozen sandbox thaw it first (kill does not need to).

@@ -104,8 +104,9 @@ describe('one copy of a capture taken on this node', () => {
   it('a pause is cached as the files its checkpoint wrote once S3 holds it, and resumes from them', async () => {
     ctx.relay.stall();
     expect((await api('POST', `/sandboxes/${src!.sandboxId}/pause`)).status).toBe(204);
-    const capture = completeCapture(src!.sandboxId);
-    expect(capture).toBeDefined();
+    // The answer comes once the sandbox is suspended; its checkpoint follows.
+    let capture: string | undefined;
+    await eventually(() => expect((capture = completeCapture(src!.sandboxId))).toBeDefined());
     const written = await captureFiles(capture!);
     await eventually(() => expect(ctx.relay.held).toBeGreaterThan(0));
     ctx.relay.flow();

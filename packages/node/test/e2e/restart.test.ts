@@ -84,6 +84,23 @@ describe('node restarts', () => {
     await fresh.kill();
   });
 
+  it('after a crash right after a pause answered (its checkpoint still running), it resumes with its memory', async () => {
+    const sbx = await Sandbox.create();
+    await sbx.files.write('/tmp/mark', 'suspended');
+    await sbx.commands.run('sleep 3600', { background: true });
+    const pid = (await sbx.commands.run('pgrep -x sleep')).stdout.trim();
+    expect((await api('POST', `/sandboxes/${sbx.sandboxId}/pause`)).status).toBe(204);
+    // The pause answered once the sandbox was suspended; its checkpoint takes longer than this.
+    await node.server.stop('SIGKILL');
+    node.server = await startAgain();
+    expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.state).toBe('paused');
+    const again = await Sandbox.connect(sbx.sandboxId);
+    expect(await again.files.read('/tmp/mark')).toBe('suspended');
+    expect((await again.commands.run('pgrep -x sleep')).stdout.trim()).toBe(pid);
+    await again.kill();
+    expect(runscLeft()).toEqual([]);
+  });
+
   it('after a crash during a pause, the sandbox is paused and resumable or lost, never half-alive', async () => {
     // Early in the checkpoint, late in it, and while the pause is stored into the repository.
     for (const delay of [50, 400, 1800]) {

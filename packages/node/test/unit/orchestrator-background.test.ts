@@ -63,7 +63,7 @@ describe('orchestrator: TTL', () => {
     const node = new FakeNode();
     const rec = await node.create({ timeoutSecs: 1 });
     node.orchestrator.startTtlLoop(1000);
-    node.driver.faults.failNext('checkpoint');
+    node.driver.faults.failNext('pause');
     node.clock.advance(1000);
     await node.orchestrator.backgroundIdle();
     expect(node.orchestrator.get(rec.sandboxId).state).toBe('running');

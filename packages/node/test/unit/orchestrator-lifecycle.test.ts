@@ -29,9 +29,9 @@ describe('orchestrator: pause', () => {
     expect(errorBody(await failure(orch.pause(id))).status).toBe(409);
   });
 
-  it('a failed checkpoint leaves the sandbox running, with its slot and no capture', async () => {
+  it('a failed suspend leaves the sandbox running, with its slot and no capture', async () => {
     const { node, id, orch } = await running();
-    node.driver.faults.failNext('checkpoint');
+    node.driver.faults.failNext('pause');
     const err = (await failure(orch.pause(id))) as DomainError;
     expect(err.kind).toBe('runtime_failure');
     expect(err.message).toMatch(/^pause failed: fake/);
@@ -43,6 +43,74 @@ describe('orchestrator: pause', () => {
     expect(orch.target(id)).toBeDefined();
     await orch.pause(id);
     await orch.backgroundIdle(id);
+  });
+
+  it('answers once the sandbox is suspended; the checkpoint, the release and the store follow', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle!;
+    const held = node.driver.faults.hold('checkpoint');
+    await orch.pause(id);
+    await held.reached;
+    expect(orch.get(id)).toMatchObject({ state: 'paused', uploadPending: true });
+    expect(await node.driver.status(handle)).toBe('paused');
+    expect(node.slots.used).toBe(1);
+    expect(orch.target(id)).toBeUndefined();
+    held.release();
+    await orch.backgroundIdle(id);
+    expect(await node.driver.status(handle)).toBe('stopped');
+    expect(node.slots.used).toBe(0);
+    expect(node.storage.pauses.has(orch.get(id).pauseId!)).toBe(true);
+  });
+
+  it('a resume during the checkpoint runs the suspended sandbox on, once the checkpoint ended', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle!;
+    node.driver.write(handle.id, 'mem', 'held');
+    const held = node.driver.faults.hold('checkpoint');
+    await orch.pause(id);
+    await held.reached;
+    const resumed = orch.connect(id, 60);
+    held.release();
+    expect(await resumed).toBe(true);
+    await orch.backgroundIdle(id);
+    const rec = orch.get(id);
+    expect(rec).toMatchObject({ state: 'running', handle: { id: handle.id } });
+    expect(rec.captureDir).toBeUndefined();
+    expect(node.driver.state(handle.id).mem).toBe('held');
+    expect(node.captures.of(id)).toEqual([]);
+    expect(node.storage.pauses.size).toBe(0);
+    expect(node.slots.used).toBe(1);
+  });
+
+  it('a failed checkpoint after the answer keeps the sandbox suspended: a resume runs it on', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle!;
+    node.driver.faults.failNext('checkpoint');
+    await orch.pause(id);
+    await orch.backgroundIdle(id);
+    expect(orch.get(id).state).toBe('paused');
+    expect(await node.driver.status(handle)).toBe('paused');
+    expect(node.storage.pauses.size).toBe(0);
+    expect(await orch.connect(id, 60)).toBe(true);
+    expect(orch.get(id).handle!.id).toBe(handle.id);
+    expect(await node.driver.status(handle)).toBe('running');
+  });
+
+  it('a kill during the checkpoint waits for it, then stops the sandbox and drops the capture', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle!;
+    const held = node.driver.faults.hold('checkpoint');
+    await orch.pause(id);
+    await held.reached;
+    const killed = orch.kill(id);
+    held.release();
+    await killed;
+    await orch.backgroundIdle();
+    expect(orch.find(id)).toBeUndefined();
+    expect(await node.driver.status(handle)).toBe('stopped');
+    expect(node.slots.used).toBe(0);
+    expect(node.captures.of(id)).toEqual([]);
+    expect(node.storage.pauses.size).toBe(0);
   });
 
   it('keeps the pause on this node when the repository fails, and drops the older stored pause', async () => {

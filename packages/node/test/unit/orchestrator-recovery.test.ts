@@ -85,18 +85,23 @@ describe('orchestrator: recovery after a crash', () => {
     expect(node.storage.pauses.size).toBe(0);
   });
 
-  it('a crash during the checkpoint of a pause loses the sandbox (nothing was captured)', async () => {
+  it('a crash after a pause answered, before its checkpoint ended, leaves it paused with its memory', async () => {
     const old = new FakeNode();
     const rec = await old.create();
+    old.driver.write(rec.handle!.id, 'mem', 'suspended');
     const held = old.driver.faults.hold('checkpoint');
-    void old.orchestrator.pause(rec.sandboxId);
+    await old.orchestrator.pause(rec.sandboxId);
     await held.reached;
     expect(old.orchestrator.get(rec.sandboxId)).toMatchObject({
-      state: 'pausing',
+      state: 'paused',
       captureDir: expect.any(String),
     });
+    // The runtime of the next start takes the checkpoint the suspended sandbox was owed.
     const node = old.restart();
-    expect(node.orchestrator.recover()).toEqual({ paused: 0, lost: [rec.sandboxId] });
+    expect(node.orchestrator.recover()).toEqual({ paused: 1, lost: [] });
+    await node.orchestrator.connect(rec.sandboxId, 60);
+    expect(node.driver.state(node.orchestrator.get(rec.sandboxId).handle!.id).mem).toBe('suspended');
+    expect(node.captures.of(rec.sandboxId)).toEqual([]);
   });
 
   for (const step of ['save', 'keep'] as const) {
@@ -149,7 +154,7 @@ describe('orchestrator: takeover by another node', () => {
     const b = a.peer();
     const rec = await a.create();
     a.driver.write(rec.handle!.id, 'mem', 'from-a');
-    await a.orchestrator.pause(rec.sandboxId);
+    await a.orchestrator.pause(rec.sandboxId, 'request', 'memory', true);
     expect(b.orchestrator.find(rec.sandboxId)).toBeUndefined();
     expect(await b.orchestrator.connect(rec.sandboxId, 60)).toBe(true);
     expect(b.driver.state(b.orchestrator.get(rec.sandboxId).handle!.id).mem).toBe('from-a');
@@ -161,7 +166,7 @@ describe('orchestrator: takeover by another node', () => {
 
     // Paused again on B, it can come back to A.
     b.driver.write(b.orchestrator.get(rec.sandboxId).handle!.id, 'mem', 'from-b');
-    await b.orchestrator.pause(rec.sandboxId);
+    await b.orchestrator.pause(rec.sandboxId, 'request', 'memory', true);
     expect(await a.orchestrator.connect(rec.sandboxId, 60)).toBe(true);
     expect(a.driver.state(a.orchestrator.get(rec.sandboxId).handle!.id).mem).toBe('from-b');
   });
@@ -174,7 +179,7 @@ describe('orchestrator: takeover by another node', () => {
     await a.orchestrator.pause(rec.sandboxId);
     await a.orchestrator.kill(rec.sandboxId).catch(() => undefined);
     const again = await a.create();
-    await a.orchestrator.pause(again.sandboxId);
+    await a.orchestrator.pause(again.sandboxId, 'request', 'memory', true);
     const results = await Promise.allSettled([
       b.orchestrator.connect(again.sandboxId, 60),
       c.orchestrator.connect(again.sandboxId, 60),

@@ -71,7 +71,16 @@ describe('orphan sweep', () => {
         refuseFrozen(`runsc delete ${id}`);
         steps.push(`release ${id}`);
       },
+      finishSuspended: async (id) => void steps.push(`finish ${id}`),
     });
-    expect(steps).toEqual(['thaw', 'list', 'release pooled-1', 'release pooled-2']);
+    // A pause that answered before its checkpoint gets that checkpoint before the release.
+    expect(steps).toEqual([
+      'thaw',
+      'list',
+      'finish pooled-1',
+      'release pooled-1',
+      'finish pooled-2',
+      'release pooled-2',
+    ]);
   });
 });

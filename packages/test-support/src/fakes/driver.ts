@@ -55,6 +55,8 @@ export class FakeDriver implements RuntimeDriver {
   readonly name = 'fake';
   readonly faults = new Faults<DriverStep>((s) => STEP_ERROR[s](s));
   private readonly sandboxes = new Map<string, FakeSandbox>();
+  /** Suspended sandboxes' capture directories, by sandbox: the checkpoint each is owed. */
+  private readonly owed = new Map<string, string>();
   private readonly listeners = new Set<(exit: SandboxExit) => void>();
   private seq = 0;
 
@@ -76,11 +78,14 @@ export class FakeDriver implements RuntimeDriver {
   }
 
   async checkpoint(handle: SandboxHandle, opts: CheckpointOptions): Promise<Capture> {
-    const sb = this.mustRun(handle);
+    const sb = this.must(handle);
+    if (sb.status !== 'running' && !(sb.status === 'paused' && opts.leaveRunning))
+      throw new InvalidRequestError(`sandbox ${handle.id} is ${sb.status}`);
     await this.faults.check('checkpoint');
     if (this.disk.has(opts.dir)) throw new InvalidRequestError(`capture directory ${opts.dir} exists`);
     const meta = fakeCaptureMeta(handle.id, handle.resources, new Date(this.now()).toISOString());
     this.disk.write(opts.dir, { meta, state: { ...sb.state }, complete: true });
+    this.owed.delete(handle.id);
     if (!opts.leaveRunning) this.sandboxes.delete(handle.id);
     return { dir: opts.dir, meta };
   }
@@ -104,10 +109,21 @@ export class FakeDriver implements RuntimeDriver {
     sb.status = 'paused';
   }
 
+  async suspend(handle: SandboxHandle, captureDir: string): Promise<void> {
+    this.owed.set(handle.id, captureDir);
+    try {
+      await this.pause(handle);
+    } catch (err) {
+      this.owed.delete(handle.id);
+      throw err;
+    }
+  }
+
   async resume(handle: SandboxHandle): Promise<void> {
     const sb = this.must(handle);
     await this.faults.check('resume');
     sb.status = 'running';
+    this.owed.delete(handle.id);
   }
 
   async freeze(handle: SandboxHandle): Promise<void> {
@@ -125,6 +141,7 @@ export class FakeDriver implements RuntimeDriver {
   async kill(handle: SandboxHandle): Promise<void> {
     await this.faults.check('kill');
     this.sandboxes.delete(handle.id);
+    this.owed.delete(handle.id);
   }
 
   /** Objects hold no host resources: a stopped fake sandbox is released at once. */
@@ -195,8 +212,19 @@ export class FakeDriver implements RuntimeDriver {
     for (const l of this.listeners) l({ id: handleId, reason });
   }
 
-  /** The node's process ends: every runtime sandbox is gone (a restarted node reclaims them). */
+  /**
+   * The node's process ends: every runtime sandbox is gone (a restarted node reclaims them), a
+   * suspended one after the checkpoint it was owed, as the next driver's prepare() takes it.
+   */
   reclaimAll(): void {
+    for (const [id, dir] of this.owed) {
+      const sb = this.sandboxes.get(id);
+      if (sb && !this.disk.has(dir)) {
+        const meta = fakeCaptureMeta(id, sb.handle.resources, new Date(this.now()).toISOString());
+        this.disk.write(dir, { meta, state: { ...sb.state }, complete: true });
+      }
+    }
+    this.owed.clear();
     this.sandboxes.clear();
   }
 

@@ -31,7 +31,6 @@ import {
   writeSpec,
   type BootPlan,
   type Bundle,
-  type UpperMedium,
 } from './bundle.js';
 import {
   cgroupPids,
@@ -42,8 +41,9 @@ import {
   setFrozen,
   thawChildren,
 } from './cgroups.js';
-import { checkpointInto, checkRestorable, type CaptureSource, type Compression } from './checkpoint.js';
+import { checkpointInto, checkRestorable, type CaptureSource, type CheckpointRun } from './checkpoint.js';
 import { inspectGvisorHost, type GvisorHost } from './host.js';
+import { withDefaults, type DriverSettings, type GvisorDriverOptions } from './options.js';
 import { DriverLayout } from './layout.js';
 import { LivenessMonitor, sweepOrphans } from './liveness.js';
 import { memoryLimitBytes } from './oci-spec.js';
@@ -56,38 +56,12 @@ import {
   type CommandResult,
   type RunscFlags,
 } from './runsc.js';
+import { clearSuspended, markSuspended, readSuspended } from './suspend.js';
 import { Reclaimer } from './teardown.js';
 import { checkVolumes, restoreVolumes } from './volumes.js';
 
 export type { UpperMedium } from './bundle.js';
-
-export interface GvisorDriverOptions {
-  /** Node-local runtime state: runsc's --root and the per-sandbox bundles. */
-  readonly runtimeDir?: string;
-  readonly runscPath?: string;
-  /** aenv-reaper (see reaper.ts); default: the one built in packages/node/native/build. */
-  readonly reaperPath?: string;
-  readonly upper?: UpperMedium;
-  /** Checkpoint image compression; none is faster to save and restore, flate is smaller. */
-  readonly compression?: Compression;
-  /** Lets a checkpoint drop established external connections (a restored copy of one misbehaves). */
-  readonly netDisconnectOk?: boolean;
-  /** cgroup directory under each controller that holds one child per sandbox. */
-  readonly cgroupParent?: string;
-  /**
-   * `spread` (default): each sandbox smaller than the host gets a cpuset of its own least used
-   * CPUs, set before it starts. The sentry then sees one CPU per vCPU: measured here, an idle
-   * 1-vCPU sandbox costs 40-50 % less CPU and ~6 MiB less PSS than one free to use both cores.
-   * `none`: every sandbox may run on every host CPU.
-   */
-  readonly cpuPlacement?: 'spread' | 'none';
-  readonly readyTimeoutMs?: number;
-  /** Retries of a checkpoint refused because a connection was still open (the proxy drains them). */
-  readonly checkpointRetries?: number;
-  readonly monitorIntervalMs?: number;
-  /** Delete sandboxes under this runtimeDir left by a previous process (they are orphans). */
-  readonly sweepOnInit?: boolean;
-}
+export type { GvisorDriverOptions } from './options.js';
 
 const DRIVER = 'gvisor';
 const DEFAULT_HOSTNAME = 'aenv';
@@ -108,8 +82,7 @@ interface Live {
 
 export class GvisorDriver implements RuntimeDriver {
   readonly name = DRIVER;
-  private readonly opts: Required<Omit<GvisorDriverOptions, 'runscPath' | 'reaperPath'>> &
-    Pick<GvisorDriverOptions, 'runscPath' | 'reaperPath'>;
+  private readonly opts: DriverSettings;
   private readonly layout: DriverLayout;
   private readonly reclaimer: Reclaimer;
   private readonly monitor: LivenessMonitor;
@@ -121,20 +94,7 @@ export class GvisorDriver implements RuntimeDriver {
   private readonly listeners = new Set<(e: SandboxExit) => void>();
 
   constructor(options: GvisorDriverOptions = {}) {
-    this.opts = {
-      runtimeDir: options.runtimeDir ?? '/run/aenv',
-      runscPath: options.runscPath,
-      reaperPath: options.reaperPath,
-      upper: options.upper ?? 'memory',
-      compression: options.compression ?? 'none',
-      netDisconnectOk: options.netDisconnectOk ?? false,
-      cgroupParent: options.cgroupParent ?? 'aenv',
-      cpuPlacement: options.cpuPlacement ?? 'spread',
-      readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
-      checkpointRetries: options.checkpointRetries ?? 5,
-      monitorIntervalMs: options.monitorIntervalMs ?? 1000,
-      sweepOnInit: options.sweepOnInit ?? true,
-    };
+    this.opts = withDefaults(options);
     this.layout = new DriverLayout(this.opts.runtimeDir, this.opts.cgroupParent);
     this.reclaimer = new Reclaimer(this.layout, () => this.host);
     this.monitor = new LivenessMonitor(
@@ -325,14 +285,8 @@ export class GvisorDriver implements RuntimeDriver {
     s.busy = true;
     try {
       if (wasFrozen) await this.setState(s, 'running');
-      const capture = await checkpointInto(s.source, opts, {
-        driver: DRIVER,
-        runtimeVersion: host.runscVersion,
-        settings: { upper: this.opts.upper },
-        compression: this.opts.compression,
-        retries: this.opts.checkpointRetries,
-        runsc: (args) => this.runsc(s.bundle.flags, args),
-      });
+      const capture = await checkpointInto(s.source, opts, this.checkpointRun(host, s.bundle.flags));
+      await clearSuspended(s.bundle.dir);
       if (!opts.leaveRunning) await this.releaseLive(s, null, true);
       else if (wasFrozen) await this.setState(s, 'frozen');
       return capture;
@@ -357,6 +311,18 @@ export class GvisorDriver implements RuntimeDriver {
     if (s.state === 'frozen') await this.setState(s, 'running');
     await this.runscOrThrow(s, ['resume', s.handle.id], 'runsc resume');
     s.state = 'running';
+    await clearSuspended(s.bundle.dir);
+  }
+
+  async suspend(handle: SandboxHandle, captureDir: string): Promise<void> {
+    const s = this.get(handle);
+    await markSuspended(s.bundle.dir, { captureDir, source: s.source, flags: s.bundle.flags });
+    try {
+      await this.pause(handle);
+    } catch (e) {
+      await clearSuspended(s.bundle.dir);
+      throw e;
+    }
   }
 
   async freeze(handle: SandboxHandle): Promise<void> {
@@ -468,6 +434,17 @@ export class GvisorDriver implements RuntimeDriver {
     return runCommand([runscPath, ...runscGlobalArgs(flags), ...args], { timeoutMs: CMD_TIMEOUT_MS });
   }
 
+  private checkpointRun(host: GvisorHost, flags: RunscFlags): CheckpointRun {
+    return {
+      driver: DRIVER,
+      runtimeVersion: host.runscVersion,
+      settings: { upper: this.opts.upper },
+      compression: this.opts.compression,
+      retries: this.opts.checkpointRetries,
+      runsc: (args) => this.runsc(flags, args),
+    };
+  }
+
   private async runscOrThrow(s: Live, args: string[], what: string): Promise<void> {
     const r = await this.runsc(s.bundle.flags, args);
     if (r.code !== 0) throw new RuntimeOperationError(describeFailure(what, r), r.stderr);
@@ -493,6 +470,21 @@ export class GvisorDriver implements RuntimeDriver {
       list: () => this.runsc(this.layout.rootFlags(), ['list', '--format=json']),
       known: (id) => this.live.has(id),
       release: (id) => this.reclaimer.release(id, null),
+      finishSuspended: (id) => this.finishSuspended(host, id),
     });
+  }
+
+  /**
+   * The checkpoint a sandbox suspended by the previous process was owed, taken now (its pause
+   * answered before it). A failure leaves no capture, and recovery reports the sandbox lost.
+   */
+  private async finishSuspended(host: GvisorHost, id: string): Promise<void> {
+    const owed = await readSuspended(this.layout.bundleDir(id)).catch(() => undefined);
+    if (!owed) return;
+    await checkpointInto(
+      owed.source,
+      { dir: owed.captureDir, leaveRunning: false },
+      this.checkpointRun(host, owed.flags),
+    ).catch(() => undefined);
   }
 }

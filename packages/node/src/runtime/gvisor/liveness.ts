@@ -91,6 +91,8 @@ export interface OrphanSweep {
   list(): Promise<CommandResult>;
   known(id: string): boolean;
   release(id: string): Promise<void>;
+  /** Takes the checkpoint owed to a sandbox whose pause answered before its node died (suspend). */
+  finishSuspended(id: string): Promise<void>;
 }
 
 /**
@@ -104,6 +106,8 @@ export async function sweepOrphans(layout: DriverLayout, s: OrphanSweep): Promis
     layout,
     () => s.list(),
     (id) => s.known(id),
-  ))
+  )) {
+    await s.finishSuspended(id);
     await s.release(id);
+  }
 }
