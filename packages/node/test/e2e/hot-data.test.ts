@@ -29,6 +29,7 @@ function completeCapture(sandboxId: string): string | undefined {
   const d = path.join(TEST_HOME, 'captures', sandboxId);
   if (!existsSync(d)) return undefined;
   return readdirSync(d)
+    .filter((n) => !n.includes('.partial-'))
     .map((n) => path.join(d, n))
     .find((c) => existsSync(path.join(c, CAPTURE_META)));
 }
