@@ -77,17 +77,22 @@ export const MIN_API_KEY_LENGTH = 8;
 
 /**
  * The API key AENV_API_KEY holds, else the one in the file AENV_API_KEY_FILE names (a mounted
- * secret; surrounding whitespace dropped), else undefined. Throws when the file cannot be read.
+ * secret; surrounding whitespace dropped), else undefined. Throws when the file cannot be read or
+ * holds nothing: a secret mounted before it was filled in must not leave a service to start with
+ * another key than the one its operator gave it.
  */
 export function readApiKey(env: Record<string, string | undefined>): string | undefined {
   if (env.AENV_API_KEY) return env.AENV_API_KEY;
   const file = env.AENV_API_KEY_FILE;
   if (!file) return undefined;
+  let key: string;
   try {
-    return readFileSync(file, 'utf8').trim();
+    key = readFileSync(file, 'utf8').trim();
   } catch (err) {
     throw new Error(`cannot read AENV_API_KEY_FILE ${file}: ${(err as Error).message}`, { cause: err });
   }
+  if (!key) throw new Error(`AENV_API_KEY_FILE ${file} is empty`);
+  return key;
 }
 
 /** readApiKey's key, refused (thrown) when absent or shorter than MIN_API_KEY_LENGTH. */

@@ -80,6 +80,8 @@ domains = ["a.example"]
       /cannot read AENV_API_KEY_FILE \/nonexistent\/api-key/,
     );
     expect(() => loadConfig({ AENV_API_KEY_FILE: file('short\n') })).toThrow(/apiKey/);
+    // Not a generated key instead of the operator's: the node refuses to start.
+    expect(() => loadConfig({ AENV_API_KEY_FILE: file(' \n') })).toThrow(/AENV_API_KEY_FILE .* is empty/);
   });
 
   it('parses listen addresses', () => {

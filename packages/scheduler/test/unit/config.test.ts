@@ -17,6 +17,8 @@ describe('scheduler config: the API key', () => {
       expect(() => loadConfig({ AENV_API_KEY_FILE: path.join(dir, 'absent') })).toThrow(
         /cannot read AENV_API_KEY_FILE/,
       );
+      writeFileSync(path.join(dir, 'empty'), '\n');
+      expect(() => loadConfig({ AENV_API_KEY_FILE: path.join(dir, 'empty') })).toThrow(/is empty/);
     } finally {
       rmSync(dir, { recursive: true });
     }
