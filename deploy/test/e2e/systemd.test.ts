@@ -195,6 +195,18 @@ describe.skipIf(missing !== undefined)('install.sh + systemd in a booted Debian 
       expect(r.code, `${helper}: ${r.stderr}`).toBe(2);
       expect(r.stderr).toContain(`usage: ${helper} `);
     }
+    // And a volume is refused saying what is missing.
+    const create = () =>
+      fetch(`${URL_BASE}/volumes`, {
+        method: 'POST',
+        headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'no-loop' }),
+      });
+    const r = await create();
+    expect(r.status).toBe(500);
+    expect(((await r.json()) as { message: string }).message).toMatch(/cannot mount volume images.*loop/);
+    // Not 409 "already exists": the failed create left nothing under the name.
+    expect((await create()).status).toBe(500);
   });
 
   it('uninstall.sh removes everything but /var/lib/aenv (--purge that too), and a killed node’s chains', async () => {

@@ -98,7 +98,14 @@ export class VolumeStore {
     await lchown(data, DEFAULT_OWNER.uid, DEFAULT_OWNER.gid);
     if (this.backing === 'directory') return;
     await makeImage(path.join(dir, IMAGE), quotaBytes, DEFAULT_OWNER);
-    await mountImage(path.join(dir, IMAGE), data);
+    await mountImage(path.join(dir, IMAGE), data).catch((err: unknown) => {
+      throw new DomainError(
+        'internal',
+        "this node cannot mount volume images (ext4 images on loop devices: is /dev/loop-control there?); the node's log has mount's output",
+        undefined,
+        { cause: err },
+      );
+    });
     // A fresh filesystem that no sandbox has seen yet: its lost+found is no file of the user's.
     await rmdir(path.join(data, 'lost+found'));
   }
