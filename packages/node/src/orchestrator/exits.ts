@@ -1,5 +1,5 @@
 import type { SandboxExit } from '../runtime/index.js';
-import type { SandboxCore } from './core.js';
+import type { Live, SandboxCore } from './core.js';
 
 /**
  * Sandboxes that died on their own (envd or the runtime crashed): their slot is released and
@@ -19,6 +19,7 @@ export class Exits {
 
   private sandboxOf(runtimeId: string): string | undefined {
     for (const [id, live] of this.core.live) if (live.handle.id === runtimeId) return id;
+    for (const [id, held] of this.core.suspended) if (held.live.handle.id === runtimeId) return id;
     return undefined;
   }
 
@@ -34,16 +35,30 @@ export class Exits {
     if (!id) return;
     await this.core.mutex.run(id, async () => {
       const live = this.core.live.get(id);
-      if (live?.handle.id !== exit.id) return;
-      this.core.live.delete(id);
-      await this.core.releaseSlot(live.slot, id);
-      d.logger.error({ sandboxId: id, reason: exit.reason }, 'sandbox died');
-      d.observer.failed('runtime');
-      const rec = d.store.get(id);
-      if (rec?.state !== 'running') return;
-      d.store.delete(id);
-      await this.core.reclaimRemains(rec);
-      this.core.emit('exited', id, 'runtime_exit', { reason: exit.reason });
+      const held = this.core.suspended.get(id);
+      if (live?.handle.id === exit.id) {
+        this.core.live.delete(id);
+        await this.dead(id, live, exit, 'running');
+      } else if (held?.live.handle.id === exit.id) {
+        // With its pause's checkpoint complete, the pause goes on as if it had been stopped
+        // (Pauser.afterCapture); without one, nothing of it is left to resume.
+        if (await held.captured) return;
+        this.core.suspended.delete(id);
+        await this.dead(id, held.live, exit, 'paused');
+      }
     });
+  }
+
+  /** Gives back the slot of a sandbox that died and, when its record is `state`, drops it. */
+  private async dead(id: string, live: Live, exit: SandboxExit, state: 'running' | 'paused'): Promise<void> {
+    const { d } = this.core;
+    await this.core.releaseSlot(live.slot, id);
+    d.logger.error({ sandboxId: id, reason: exit.reason }, 'sandbox died');
+    d.observer.failed('runtime');
+    const rec = d.store.get(id);
+    if (rec?.state !== state) return;
+    d.store.delete(id);
+    await this.core.reclaimRemains(rec);
+    this.core.emit('exited', id, 'runtime_exit', { reason: exit.reason });
   }
 }

@@ -235,7 +235,8 @@ export class MemoryPressure {
    */
   private counted(): Map<string, { nominal: number; bytes: number }> {
     const out = new Map<string, { nominal: number; bytes: number }>();
-    for (const id of this.core.live.keys()) {
+    // A suspended sandbox holds its memory until its pause's checkpoint ended and it was stopped.
+    for (const id of [...this.core.live.keys(), ...this.core.suspended.keys()]) {
       const size = (this.core.d.store.get(id)?.memoryMB ?? 0) * MIB;
       const measured = this.workingSets.get(id);
       const nominal = measured !== undefined && this.isFrozen(id) ? Math.min(size, measured) : size;

@@ -328,6 +328,7 @@ export class Orchestrator {
       ),
     );
     await background;
+    await this.pauser.captureLeftovers();
     // The pauses above answered before their uploads ended: the repository gets them all.
     await this.uploads.idle();
     this.offExit();

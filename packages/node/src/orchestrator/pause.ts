@@ -11,9 +11,10 @@ export const PAUSE_CAPTURE_STAGE = 'pause-capture';
 /**
  * Pause: a running sandbox is suspended where it is (its processes stop; nothing it does is seen
  * after the answer), then the answer. Its checkpoint to this node's disk follows in the
- * background, after which its CPU, memory and network slot are given back. Should the node die
- * before that checkpoint is complete, the runtime takes it when the node starts again
- * (RuntimeDriver.suspend), so the answer is as durable as the checkpoint. A filesystem-only pause
+ * background, after which its CPU, memory and network slot are given back. Should the node's
+ * process die before that checkpoint is complete, the runtime takes it when the node starts again
+ * (RuntimeDriver.suspend), provided the suspended sandbox outlived the process (on a host it does;
+ * in a container whose init ends with the node it does not). A filesystem-only pause
  * captures the writable layer before it answers. Storing the capture in the shared repository
  * (any node can resume it) and this node's cache runs afterwards (PauseUploads), unless the caller
  * waits for it (`untilStored`).
@@ -37,8 +38,9 @@ export class Pauser {
       ? this.core.background.run(PAUSE_CAPTURE_STAGE, id, () => this.afterCapture(id, held))
       : this.uploads.start(id);
     if (untilStored) await stored;
-    // Pressure relief pauses one sandbox after another, each giving its memory back first.
-    else if (reason === 'memory_pressure') await held?.captured;
+    // Pressure relief pauses one sandbox after another, each giving its memory back first; a
+    // shutdown pauses a few at a time, each checkpoint ended before the next starts.
+    else if (reason === 'memory_pressure' || reason === 'shutdown') await held?.captured;
   }
 
   private async pauseWork(
@@ -101,33 +103,36 @@ export class Pauser {
   /**
    * Once the checkpoint ended: the suspended sandbox is stopped and the capture stored, unless a
    * resume or a kill took the sandbox over meanwhile. A failed checkpoint leaves it suspended in
-   * memory (a resume runs it on; the runtime tries the checkpoint again should the node restart),
-   * or, when the sandbox died with it, gone.
+   * memory (a resume runs it on; a shutdown tries the checkpoint again, and so does the runtime
+   * of the next start after a crash); one that died with it is gone (Exits).
    */
   private async afterCapture(id: string, held: Suspended): Promise<void> {
     const { d } = this.core;
     const ok = await held.captured;
-    const stopped = !ok && (await d.driver.status(held.live.handle)) === 'stopped';
     let upload = false;
     await this.core.mutex.run(id, async () => {
-      if (this.core.suspended.get(id) !== held || (!ok && !stopped)) return;
-      this.core.suspended.delete(id);
-      if (stopped) return this.died(id, held.live);
+      if (this.core.suspended.get(id) !== held || !ok) return;
       await d.driver.kill(held.live.handle);
+      this.core.suspended.delete(id);
       this.core.releaseWhenGone(id, held.live);
       upload = true;
     });
     if (upload) await this.uploads.start(id);
   }
 
-  /** A sandbox that died in its pause's checkpoint: nothing of it is left to resume. */
-  private async died(id: string, live: Live): Promise<void> {
-    const { d } = this.core;
-    await this.core.releaseSlot(live.slot, id);
-    const rec = d.store.get(id);
-    if (!rec) return;
-    d.store.delete(id);
-    await this.core.reclaimRemains(rec);
-    this.core.emit('exited', id, 'runtime_exit', { reason: 'died during its pause' });
+  /**
+   * At shutdown: a suspended sandbox whose checkpoint failed gets one more, so that its pause
+   * outlives the node's process (the runtime stops what is left when it closes).
+   */
+  async captureLeftovers(): Promise<void> {
+    for (const [id, held] of [...this.core.suspended]) {
+      if (await held.captured) continue;
+      await this.core.mutex.run(id, async () => {
+        const dir = this.core.d.store.get(id)?.captureDir;
+        if (this.core.suspended.get(id) === held && dir) this.capture(id, held.live, dir);
+      });
+      const again = this.core.suspended.get(id);
+      if (again && again !== held) await this.afterCapture(id, again);
+    }
   }
 }

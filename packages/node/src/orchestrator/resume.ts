@@ -114,8 +114,8 @@ export class Resumer {
     const { d } = this.core;
     const captured = await held.captured;
     if (boot === 'reboot' && captured) {
-      this.core.suspended.delete(rec.sandboxId);
       await d.driver.kill(held.live.handle);
+      this.core.suspended.delete(rec.sandboxId);
       this.core.releaseWhenGone(rec.sandboxId, held.live);
       return false;
     }

@@ -20,7 +20,8 @@ export class Settings {
     await this.core.mutex.run(id, async () => {
       const rec = this.core.get(id);
       if (isTransient(rec.state)) throw conflict(`sandbox ${id} is ${rec.state}`);
-      const live = this.core.live.get(id);
+      // A suspended sandbox keeps its slot, and runs on in it if resumed before it is stopped.
+      const live = this.core.live.get(id) ?? this.core.suspended.get(id)?.live;
       if (live) await this.core.d.slots.setEgress(live.slot, egress);
       this.core.d.store.update({ ...rec, egress });
     });

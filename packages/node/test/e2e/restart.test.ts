@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { rmSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
 import { createServer } from 'node:net';
 import { Sandbox } from 'e2b';
 import { describe, expect, it } from 'vitest';
@@ -31,6 +32,15 @@ const startAgain = () => startServer(node.env);
 async function restart(signal: 'SIGTERM' | 'SIGKILL'): Promise<void> {
   await node.server.stop(signal);
   node.server = await startAgain();
+}
+
+/** Sandboxes of a node's runtime dir suspended ahead of a checkpoint they are owed. */
+function owedCheckpoints(runtimePath: string): number {
+  return readdirSync(runtimePath).flatMap((tag) => {
+    const dir = path.join(runtimePath, tag, 'sandboxes');
+    if (!existsSync(dir)) return [];
+    return readdirSync(dir).filter((id) => existsSync(path.join(dir, id, 'suspended.json')));
+  }).length;
 }
 
 /** runsc sandboxes of a node's runtime dir (the test node's by default) that are still alive. */
@@ -90,7 +100,9 @@ describe('node restarts', () => {
     await sbx.commands.run('sleep 3600', { background: true });
     const pid = (await sbx.commands.run('pgrep -x sleep')).stdout.trim();
     expect((await api('POST', `/sandboxes/${sbx.sandboxId}/pause`)).status).toBe(204);
-    // The pause answered once the sandbox was suspended; its checkpoint takes longer than this.
+    // The pause answered once the sandbox was suspended; its checkpoint, still owed, takes longer
+    // than this look and the kill.
+    expect(owedCheckpoints(RUNTIME_PATH)).toBe(1);
     await node.server.stop('SIGKILL');
     node.server = await startAgain();
     expect((await api('GET', `/sandboxes/${sbx.sandboxId}`)).json.state).toBe('paused');

@@ -96,6 +96,50 @@ describe('orchestrator: pause', () => {
     expect(await node.driver.status(handle)).toBe('running');
   });
 
+  it('egress rules changed while it is suspended hold when it runs on', async () => {
+    const { node, id, orch } = await running();
+    const net = orch.get(id).handle!.net as never;
+    const held = node.driver.faults.hold('checkpoint');
+    await orch.pause(id);
+    await held.reached;
+    const rules = { allowInternet: false, allowOut: [], denyOut: [] };
+    await orch.setNetwork(id, rules);
+    expect(node.slots.egressOf(net)).toEqual(rules);
+    const resumed = orch.connect(id, 60);
+    held.release();
+    await resumed;
+    expect(orch.get(id).handle!.net).toEqual(net);
+    expect(node.slots.egressOf(net)).toEqual(rules);
+  });
+
+  it('a suspended sandbox that dies without a complete checkpoint is gone, with its slot', async () => {
+    const { node, id, orch } = await running();
+    const handle = orch.get(id).handle!;
+    node.driver.faults.failNext('checkpoint');
+    await orch.pause(id);
+    await orch.backgroundIdle(id);
+    node.driver.crash(handle.id);
+    await orch.backgroundIdle();
+    expect(orch.find(id)).toBeUndefined();
+    expect(node.slots.used).toBe(0);
+    expect(node.observer.of(id)).toEqual(['created:request', 'paused:request', 'exited:runtime_exit']);
+  });
+
+  it('a shutdown gives a failed checkpoint one more try, then stores the pause', async () => {
+    const { node, id, orch } = await running();
+    node.driver.write(orch.get(id).handle!.id, 'mem', 'kept');
+    node.driver.faults.failNext('checkpoint');
+    await orch.pause(id);
+    await orch.backgroundIdle(id);
+    expect(node.storage.pauses.size).toBe(0);
+    await orch.shutdown();
+    const rec = orch.get(id);
+    expect(rec).toMatchObject({ state: 'paused' });
+    expect(rec.uploadPending).toBeUndefined();
+    expect(node.storage.pauses.has(rec.pauseId!)).toBe(true);
+    expect(node.driver.running()).toEqual([]);
+  });
+
   it('a kill during the checkpoint waits for it, then stops the sandbox and drops the capture', async () => {
     const { node, id, orch } = await running();
     const handle = orch.get(id).handle!;
