@@ -8,7 +8,8 @@
  * 2. Through a real aenv-server with its defaults (warm pool of 2, admission, max_sandboxes) and
  *    the E2B SDK: once the node's idle freeze (`idle_freeze_secs`, default 10 s) has frozen 20
  *    sandboxes and the pool waits frozen, the CPU of the node process, its helper processes, the
- *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine; PSS per idle
+ *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine, also less what it
+ *    used over a window before the node started and this bench's own process; PSS per idle
  *    sandbox; then create p50 (5 creates, each from a full warm pool and killed again) with 0,
  *    50, 100, 200 and 500 idle sandboxes held, against the empty node's, with MemAvailable used
  *    per held sandbox.
@@ -76,6 +77,8 @@ interface Figures {
   manager?: number;
   all?: number;
   machine?: number;
+  /** The whole machine less what it used before the node started and this bench's own process. */
+  added?: number;
   pss?: number;
   mem?: number;
 }
@@ -228,7 +231,9 @@ async function idleCost(nodePid: number, ids: readonly string[]): Promise<Figure
     helpers: async () => (await Promise.all(helpers.map(processCpuSecs))).reduce((a, b) => a + b, 0),
     sandboxes: () => cgroupCpuSecs(NODE_CGROUP),
     machine: machineBusySecs,
+    bench: () => processCpuSecs(process.pid),
   });
+  const added = cpu.machine - machineBefore - cpu.bench;
   const ours = cpu.node + cpu.helpers + cpu.sandboxes;
   say(
     `node: ${ids.length} idle sandboxes + ${all.length - ids.length} in the pool, ${n} of ${all.length} frozen, over ${WINDOW_MS / 1000} s (% of one core):`,
@@ -237,7 +242,10 @@ async function idleCost(nodePid: number, ids: readonly string[]): Promise<Figure
     `  node process ${pct(cpu.node)}, its helpers ${pct(cpu.helpers)}, sandboxes + pool ${pct(cpu.sandboxes)}`,
   );
   say(`  all of it ${pct(ours)}; whole machine ${pct(cpu.machine)} (anything else running here included)`);
-  return { own: cpu.sandboxes, manager: cpu.node + cpu.helpers, all: ours, machine: cpu.machine };
+  say(
+    `  whole machine less its ${pct(machineBefore)} before the node started and this bench's own ${pct(cpu.bench)}: ${pct(added)}`,
+  );
+  return { own: cpu.sandboxes, manager: cpu.node + cpu.helpers, all: ours, machine: cpu.machine, added };
 }
 const heldAndPooled = async () => (await children(NODE_CGROUP)).filter((id) => id.startsWith('aenv-'));
 
@@ -354,6 +362,7 @@ const FIGURE_ROWS: readonly (readonly [keyof Figures, string, (v: number) => str
   ['manager', 'CPU: node process + helpers / dockerd + containerd + shims', pct],
   ['all', 'CPU: all of that', pct],
   ['machine', 'CPU: whole machine', pct],
+  ['added', 'CPU: whole machine, less before the node and this bench', pct],
   ['pss', 'PSS per idle one, p50', mib],
   ['mem', 'MemAvailable used per idle one', mib],
 ];
@@ -410,7 +419,11 @@ async function cleanup(): Promise<void> {
 }
 cleanupOnSignals(cleanup);
 
+/** The machine's CPU over one window before the node starts: what the rest of it uses anyway. */
+let machineBefore = 0;
+
 async function main(): Promise<void> {
+  machineBefore = (await cpuOver(WINDOW_MS, { machine: machineBusySecs })).machine;
   await rm(HOME, { recursive: true, force: true });
   await mkdir(HOME, { recursive: true });
   await borrowBaseRootfs(HOME);

@@ -236,8 +236,10 @@ export class MemoryPressure {
   private counted(): Map<string, { nominal: number; bytes: number }> {
     const out = new Map<string, { nominal: number; bytes: number }>();
     // A suspended sandbox holds its memory until its pause's checkpoint ended and it was stopped.
-    for (const id of [...this.core.live.keys(), ...this.core.suspended.keys()]) {
-      const size = (this.core.d.store.get(id)?.memoryMB ?? 0) * MIB;
+    // Sizes come from the handles, not the records: every admission counts every sandbox.
+    const live = [...this.core.live, ...[...this.core.suspended].map(([id, s]) => [id, s.live] as const)];
+    for (const [id, { handle }] of live) {
+      const size = handle.resources.memoryMB * MIB;
       const measured = this.workingSets.get(id);
       const nominal = measured !== undefined && this.isFrozen(id) ? Math.min(size, measured) : size;
       out.set(id, { nominal, bytes: measured ?? size });
