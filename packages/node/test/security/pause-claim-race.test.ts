@@ -137,6 +137,11 @@ describe('a pause upload racing connects on two nodes', () => {
     const token = before.json.envdAccessToken as string;
     expect(token).toBeTruthy();
     expect((await call(URL_BASE, 'POST', `/sandboxes/${id}/pause`)).status).toBe(204);
+    // Stored, not only without a local capture: the capture itself follows the pause's answer.
+    await eventually(
+      async () => expect((await call(URL_BASE, 'GET', `/sandboxes/${id}`)).json.pauseStored).toBe(true),
+      { timeoutMs: 60_000 },
+    );
     await eventually(() => expect(localCaptures(id)).toEqual([]), { timeoutMs: 60_000 });
 
     const bytes = s3Objects(ctx.s3.dir);
