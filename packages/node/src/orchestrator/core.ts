@@ -201,6 +201,16 @@ export class SandboxCore {
     });
   }
 
+  /**
+   * Stops a suspended sandbox's runtime sandbox (its pause's checkpoint ended) and forgets it;
+   * its slot goes back once the processes have exited. A failed kill leaves it suspended.
+   */
+  async stopSuspended(id: string, held: Suspended): Promise<void> {
+    await this.d.driver.kill(held.live.handle);
+    this.suspended.delete(id);
+    this.releaseWhenGone(id, held.live);
+  }
+
   /** The repository's pause of a sandbox that is gone for good, or that a newer pause replaced. */
   async dropPause(sandboxId: string, pauseId: string): Promise<void> {
     await this.d.pauses

@@ -107,14 +107,11 @@ export class Pauser {
    * of the next start after a crash); one that died with it is gone (Exits).
    */
   private async afterCapture(id: string, held: Suspended): Promise<void> {
-    const { d } = this.core;
     const ok = await held.captured;
     let upload = false;
     await this.core.mutex.run(id, async () => {
       if (this.core.suspended.get(id) !== held || !ok) return;
-      await d.driver.kill(held.live.handle);
-      this.core.suspended.delete(id);
-      this.core.releaseWhenGone(id, held.live);
+      await this.core.stopSuspended(id, held);
       upload = true;
     });
     if (upload) await this.uploads.start(id);

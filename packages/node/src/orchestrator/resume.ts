@@ -111,15 +111,12 @@ export class Resumer {
    * goes on as from any pause.
    */
   private async runOn(rec: SandboxRecord, held: Suspended, boot: ResumeBoot): Promise<boolean> {
-    const { d } = this.core;
     const captured = await held.captured;
     if (boot === 'reboot' && captured) {
-      await d.driver.kill(held.live.handle);
-      this.core.suspended.delete(rec.sandboxId);
-      this.core.releaseWhenGone(rec.sandboxId, held.live);
+      await this.core.stopSuspended(rec.sandboxId, held);
       return false;
     }
-    await d.driver.resume(held.live.handle);
+    await this.core.d.driver.resume(held.live.handle);
     this.core.suspended.delete(rec.sandboxId);
     return true;
   }
