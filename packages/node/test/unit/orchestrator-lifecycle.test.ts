@@ -10,6 +10,26 @@ import {
 /** A node with one running sandbox whose state holds `mem: 1`. */
 const running = (opts: FakeNodeOptions = {}) => FakeNode.withRunning(opts, {}, { mem: '1' });
 
+/** A running sandbox paused, its pause answered and its checkpoint held until `held.release()`. */
+async function pausedMidCheckpoint() {
+  const { node, id, orch } = await running();
+  const handle = orch.get(id).handle!;
+  const held = node.driver.faults.hold('checkpoint');
+  await orch.pause(id);
+  await held.reached;
+  return { node, id, orch, handle, held };
+}
+
+/** A running sandbox paused, its pause answered and its checkpoint failed: it stays suspended. */
+async function pausedCheckpointFailed() {
+  const { node, id, orch } = await running();
+  const handle = orch.get(id).handle!;
+  node.driver.faults.failNext('checkpoint');
+  await orch.pause(id);
+  await orch.backgroundIdle(id);
+  return { node, id, orch, handle };
+}
+
 describe('orchestrator: pause', () => {
   it('checkpoints, releases the slot, stores the pause and keeps it in the cache', async () => {
     const { node, id, orch } = await running();
@@ -46,11 +66,7 @@ describe('orchestrator: pause', () => {
   });
 
   it('answers once the sandbox is suspended; the checkpoint, the release and the store follow', async () => {
-    const { node, id, orch } = await running();
-    const handle = orch.get(id).handle!;
-    const held = node.driver.faults.hold('checkpoint');
-    await orch.pause(id);
-    await held.reached;
+    const { node, id, orch, handle, held } = await pausedMidCheckpoint();
     expect(orch.get(id)).toMatchObject({ state: 'paused', uploadPending: true });
     expect(await node.driver.status(handle)).toBe('paused');
     expect(node.slots.used).toBe(1);
@@ -63,12 +79,8 @@ describe('orchestrator: pause', () => {
   });
 
   it('a resume during the checkpoint runs the suspended sandbox on, once the checkpoint ended', async () => {
-    const { node, id, orch } = await running();
-    const handle = orch.get(id).handle!;
+    const { node, id, orch, handle, held } = await pausedMidCheckpoint();
     node.driver.write(handle.id, 'mem', 'held');
-    const held = node.driver.faults.hold('checkpoint');
-    await orch.pause(id);
-    await held.reached;
     const resumed = orch.connect(id, 60);
     held.release();
     expect(await resumed).toBe(true);
@@ -83,11 +95,7 @@ describe('orchestrator: pause', () => {
   });
 
   it('a failed checkpoint after the answer keeps the sandbox suspended: a resume runs it on', async () => {
-    const { node, id, orch } = await running();
-    const handle = orch.get(id).handle!;
-    node.driver.faults.failNext('checkpoint');
-    await orch.pause(id);
-    await orch.backgroundIdle(id);
+    const { node, id, orch, handle } = await pausedCheckpointFailed();
     expect(orch.get(id).state).toBe('paused');
     expect(await node.driver.status(handle)).toBe('paused');
     expect(node.storage.pauses.size).toBe(0);
@@ -97,11 +105,8 @@ describe('orchestrator: pause', () => {
   });
 
   it('egress rules changed while it is suspended hold when it runs on', async () => {
-    const { node, id, orch } = await running();
-    const net = orch.get(id).handle!.net as never;
-    const held = node.driver.faults.hold('checkpoint');
-    await orch.pause(id);
-    await held.reached;
+    const { node, id, orch, handle, held } = await pausedMidCheckpoint();
+    const net = handle.net as never;
     const rules = { allowInternet: false, allowOut: [], denyOut: [] };
     await orch.setNetwork(id, rules);
     expect(node.slots.egressOf(net)).toEqual(rules);
@@ -113,11 +118,7 @@ describe('orchestrator: pause', () => {
   });
 
   it('a suspended sandbox that dies without a complete checkpoint is gone, with its slot', async () => {
-    const { node, id, orch } = await running();
-    const handle = orch.get(id).handle!;
-    node.driver.faults.failNext('checkpoint');
-    await orch.pause(id);
-    await orch.backgroundIdle(id);
+    const { node, id, orch, handle } = await pausedCheckpointFailed();
     node.driver.crash(handle.id);
     await orch.backgroundIdle();
     expect(orch.find(id)).toBeUndefined();
@@ -126,11 +127,7 @@ describe('orchestrator: pause', () => {
   });
 
   it('a shutdown gives a failed checkpoint one more try, then stores the pause', async () => {
-    const { node, id, orch } = await running();
-    node.driver.write(orch.get(id).handle!.id, 'mem', 'kept');
-    node.driver.faults.failNext('checkpoint');
-    await orch.pause(id);
-    await orch.backgroundIdle(id);
+    const { node, id, orch } = await pausedCheckpointFailed();
     expect(node.storage.pauses.size).toBe(0);
     await orch.shutdown();
     const rec = orch.get(id);
@@ -141,11 +138,7 @@ describe('orchestrator: pause', () => {
   });
 
   it('a kill during the checkpoint waits for it, then stops the sandbox and drops the capture', async () => {
-    const { node, id, orch } = await running();
-    const handle = orch.get(id).handle!;
-    const held = node.driver.faults.hold('checkpoint');
-    await orch.pause(id);
-    await held.reached;
+    const { node, id, orch, handle, held } = await pausedMidCheckpoint();
     const killed = orch.kill(id);
     held.release();
     await killed;
