@@ -1,3 +1,4 @@
+import type { CpuUse } from '../runtime/index.js';
 import type { Live, SandboxCore } from './core.js';
 
 /** The longest the idle sweep waits between looks. */
@@ -8,21 +9,37 @@ const FREEZE_TASK = 'idle-freeze';
 /** A sandbox's CPU is measured over the last half to whole of this before it counts as idle. */
 const CPU_WINDOW_MS = 2000;
 
-/** A reading of a sandbox's CPU time, taken while no request reached it since `idleSince`. */
+/**
+ * A thread runnable for this share of a window wanted a whole CPU all along: a job that the
+ * host's other work kept from running, not a sandbox at rest (whose threads sleep between their
+ * short wakeups). Measured under a host loaded with 12 busy sessions a core: a busy loop's thread
+ * 94-110 %, an idle sandbox's busiest thread 12-84 %.
+ */
+const RUNNABLE_SHARE = 0.9;
+
+/** A reading of a sandbox's CPU use, taken while no request reached it since `idleSince`. */
 interface CpuReading {
   idleSince: number;
   at: number;
-  cpuNs: number;
+  use: CpuUse;
 }
 
 /**
- * Whether CPU time going from `from` to `cpuNs` at `now` is more than `pct` % of one core. A
- * gVisor sandbox that runs nothing uses a few % of a core (runsc's systrap platform wakes every
- * 400 µs), so the bar sits above that.
+ * Whether the sandbox did more than idle between the reading `from` and `use` at `now`: its
+ * processes used more than `pct` % of one core, or one of its threads was runnable nearly all
+ * along (a job starved by a loaded host uses little CPU yet is busy). A gVisor sandbox that runs
+ * nothing uses a few % of a core (runsc's systrap platform wakes every 400 µs), so the bar sits
+ * above that.
  */
-export function busierThan(pct: number, from: CpuReading, now: number, cpuNs: number): boolean {
-  const ms = now - from.at;
-  return ms > 0 && (cpuNs - from.cpuNs) / 1e6 / ms > pct / 100;
+export function busierThan(pct: number, from: CpuReading, now: number, use: CpuUse): boolean {
+  const ns = (now - from.at) * 1e6;
+  if (ns <= 0) return false;
+  if ((use.cpuNs - from.use.cpuNs) / ns > pct / 100) return true;
+  for (const [tid, runnable] of use.runnableNs) {
+    const before = from.use.runnableNs.get(tid);
+    if (before !== undefined && (runnable - before) / ns >= RUNNABLE_SHARE) return true;
+  }
+  return false;
 }
 
 /**
@@ -30,8 +47,9 @@ export function busierThan(pct: number, from: CpuReading, now: number, cpuNs: nu
  * request through the proxy open (a running command streams its output through one, so a
  * command keeps its sandbox awake) and no traffic, call or lifecycle change for `idleMs`, as the
  * ActivityTracker counts it, and, with `cpuPct` above 0, no more CPU than that over the last
- * CPU_WINDOW_MS of it: a job left running in the sandbox (a build, a server's own work, a
- * `nohup` loop) keeps it awake, as it would keep running on E2B. A frozen sandbox uses no CPU at
+ * CPU_WINDOW_MS of it and no thread wanting a whole CPU (busierThan): a job left running in the
+ * sandbox (a build, a server's own work, a `nohup` loop) keeps it awake, as it would keep running
+ * on E2B, also while the host's other work leaves it little CPU. A frozen sandbox uses no CPU at
  * all (the driver stops every one of its processes) and keeps its memory; its stored state stays
  * `running`, since clients never see the difference beyond a little latency on the request that
  * wakes it.
@@ -90,19 +108,19 @@ export class IdleFreezer {
    */
   private async quiet(id: string, live: Live, window: number): Promise<boolean> {
     if (window === 0) return true;
-    const cpuNs = await this.core.d.driver.cpuTime(live.handle).catch(() => null);
-    if (cpuNs === null) return true;
+    const use = await this.core.d.driver.cpuUse(live.handle).catch(() => null);
+    if (use === null) return true;
     const idleSince = this.core.activity.quietSince(id);
     if (idleSince === undefined) return false;
     const now = this.core.clock.now();
-    const reading = { idleSince, at: now, cpuNs };
+    const reading = { idleSince, at: now, use };
     const from = this.cpu.get(id);
     if (!from || from.idleSince !== idleSince) {
       this.cpu.set(id, reading);
       return false;
     }
     if (now - idleSince < this.idleMs || now - from.at < window / 2) return false;
-    if (!busierThan(this.cpuPct, from, now, cpuNs)) return true;
+    if (!busierThan(this.cpuPct, from, now, use)) return true;
     this.cpu.set(id, reading);
     return false;
   }

@@ -73,6 +73,17 @@ export interface RestoreRequest {
   readonly volumes?: readonly SandboxVolume[];
 }
 
+/** Cumulative CPU figures of a sandbox's host processes. */
+export interface CpuUse {
+  /** CPU time they got, in ns (SandboxStats.cpuNs). */
+  cpuNs: number;
+  /**
+   * Per host thread id: how long it was runnable, running or waiting for a CPU, in ns. On a
+   * loaded host a busy thread gets little CPU but stays runnable; empty when the driver cannot tell.
+   */
+  runnableNs: ReadonlyMap<number, number>;
+}
+
 export interface SandboxStats {
   /** Cumulative CPU time, nanoseconds. */
   readonly cpuNs: number;
@@ -161,10 +172,10 @@ export interface RuntimeDriver {
   releasing(): readonly ReleasingSandbox[];
   stats(handle: SandboxHandle): Promise<SandboxStats>;
   /**
-   * Cumulative CPU time of the sandbox's host processes in nanoseconds (SandboxStats.cpuNs alone,
-   * cheap enough to ask every second); null when the driver cannot tell.
+   * What the sandbox's host processes used and wanted of the CPU so far, cheap enough to ask
+   * every second; null when the driver cannot tell.
    */
-  cpuTime(handle: SandboxHandle): Promise<number | null>;
+  cpuUse(handle: SandboxHandle): Promise<CpuUse | null>;
   status(handle: SandboxHandle): Promise<SandboxStatus>;
   /** Called when a sandbox dies on its own (runtime or envd crash); its resources are released first. */
   onExit(listener: (exit: SandboxExit) => void): () => void;

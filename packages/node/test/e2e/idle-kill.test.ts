@@ -6,7 +6,7 @@ import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, NODE_TAG as TAG, PORT, useTestServer } from '@agentenv/test-support/server';
-import { CGROUPS, cgroups, frozen } from './sandbox-cgroups.js';
+import { CGROUPS, cgroups, frozen, loadCpu, pinTo } from './sandbox-cgroups.js';
 
 // Frozen after 2 s without use; no warm pool, so the test's sandboxes are the only ones.
 useTestServer({ AENV_IDLE_FREEZE_SECS: '2', AENV_POOL_SIZE: '0' });
@@ -76,8 +76,11 @@ describe('idle sandboxes are frozen and thawed on use', () => {
     }
   }, 180_000);
 
-  it('a job left running with nohup keeps its sandbox awake until it ends, requests or not', async () => {
+  it('a job left running with nohup keeps its sandbox awake until it ends, requests or not, on a loaded host too', async () => {
     const { sbx, cgroup } = await created(() => Sandbox.create());
+    // Host CPU 1 shared with 12 busy sessions: the job gets about 1/13 of it, under the 15 % bar.
+    pinTo(cgroup, 1);
+    const load = loadCpu(1, 12);
     try {
       // Busy for 8 s of wall time, 4 times the idle freeze, with no request reaching the sandbox.
       await sbx.commands.run(
@@ -90,10 +93,12 @@ describe('idle sandboxes are frozen and thawed on use', () => {
         await new Promise((r) => setTimeout(r, 200));
       }
       expect(frozenWhileBusy).toBe(0);
+      load.stop();
       // Once the job is done, the sandbox is idle: frozen, and the job's last step did run.
       await untilFrozen(cgroup);
       expect(await sbx.files.read('/tmp/job')).toBe('done\n');
     } finally {
+      load.stop();
       await sbx.kill();
     }
   }, 180_000);

@@ -1,4 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { NODE_TAG as TAG } from '@agentenv/test-support/server';
 
@@ -21,4 +22,33 @@ export function frozen(cgroup: string): boolean {
   const dir = join(CGROUPS, cgroup);
   if (V2) return /^frozen 1$/m.test(readFileSync(join(dir, 'cgroup.events'), 'utf8'));
   return readFileSync(join(dir, 'freezer.state'), 'utf8').trim() === 'FROZEN';
+}
+
+/** Pins the sandbox's processes to one host CPU (its cpuset). */
+export function pinTo(cgroup: string, cpu: number): void {
+  const dir = V2 ? join(CGROUPS, cgroup) : join('/sys/fs/cgroup/cpuset', `aenv-${TAG}`, cgroup);
+  writeFileSync(join(dir, 'cpuset.cpus'), String(cpu));
+}
+
+/**
+ * Loads one host CPU with `n` busy loops until stop(), each in a session of its own: the host's
+ * scheduler shares a CPU between sessions, as it would between other tenants' sandboxes, so `n`
+ * loops of one session would weigh as one.
+ */
+export function loadCpu(cpu: number, n: number): { stop(): void } {
+  const loops = Array.from({ length: n }, () =>
+    // `timeout` ends them if this process dies first; stop() kills each loop's process group.
+    spawn('taskset', ['-c', String(cpu), 'timeout', '120', 'sh', '-c', 'while :; do :; done'], {
+      detached: true,
+      stdio: 'ignore',
+    }),
+  );
+  let stopped = false;
+  return {
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      for (const l of loops) if (l.pid) process.kill(-l.pid, 'SIGKILL');
+    },
+  };
 }

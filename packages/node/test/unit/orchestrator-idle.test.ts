@@ -141,10 +141,11 @@ describe('orchestrator: idle sandboxes are frozen', () => {
 
 describe('orchestrator: a job running in an idle sandbox keeps it awake', () => {
   /** Makes the sandbox's processes use `pct` % of one core over the next `ms`, a sweep at a time. */
-  async function burn(n: Awaited<ReturnType<typeof idleNode>>, pct: number, ms: number) {
+  /** The sandbox gets `pct` % of a core for `ms`; `wantedPct` % when a loaded host starves it. */
+  async function burn(n: Awaited<ReturnType<typeof idleNode>>, pct: number, ms: number, wantedPct = pct) {
     const handle = n.orch.get(n.id).handle!;
     for (let left = ms; left > 0; left -= SWEEP_MS) {
-      n.node.driver.runCpu(handle, (SWEEP_MS * 1e6 * pct) / 100);
+      n.node.driver.starveCpu(handle, (SWEEP_MS * 1e6 * wantedPct) / 100, (SWEEP_MS * 1e6 * pct) / 100);
       await n.pass(SWEEP_MS);
     }
   }
@@ -154,6 +155,15 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     await burn(n, 25, IDLE_MS * 6);
     expect(await n.status()).toBe('running');
     expect(n.node.driver.faults.calls('freeze')).toBe(0);
+  });
+
+  it('a job the loaded host starves (5 % of a core got, a whole core wanted) keeps its sandbox awake', async () => {
+    const n = await idleNode();
+    await burn(n, 5, IDLE_MS * 6, 100);
+    expect(await n.status()).toBe('running');
+    expect(n.node.driver.faults.calls('freeze')).toBe(0);
+    await burn(n, 3, 2000);
+    expect(await n.status()).toBe('frozen');
   });
 
   it('once its job ends, it is frozen within a window of quiet', async () => {
@@ -183,7 +193,7 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     await snapshotting.reached;
     // Its idle time runs out under the snapshot; the sweep's CPU read is held on the way.
     await n.pass(IDLE_MS - SWEEP_MS);
-    const reading = faults.hold('cpuTime');
+    const reading = faults.hold('cpuUse');
     n.node.clock.advance(SWEEP_MS);
     const paused = n.orch.pause(n.id, 'timeout');
     reading.release();
@@ -196,7 +206,7 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
 
   it('a driver that cannot tell the CPU leaves the decision to requests', async () => {
     const n = await idleNode();
-    n.node.driver.faults.failAlways('cpuTime');
+    n.node.driver.faults.failAlways('cpuUse');
     await n.pass(IDLE_MS);
     expect(await n.status()).toBe('frozen');
   });
@@ -231,12 +241,38 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     expect(activity.quietSince('unknown')).toBeUndefined();
   });
 
-  it('busierThan compares CPU time over wall time with a share of one core', () => {
-    const from = { idleSince: 0, at: 1000, cpuNs: 5e9 };
-    expect(busierThan(10, from, 3000, 5e9 + 0.2e9)).toBe(false);
-    expect(busierThan(10, from, 3000, 5e9 + 0.21e9)).toBe(true);
-    expect(busierThan(150, from, 3000, 5e9 + 3.1e9)).toBe(true);
-    expect(busierThan(10, from, 1000, 9e9)).toBe(false);
+  it('busierThan: CPU time over wall time against a share of one core, or a thread runnable nearly all along', () => {
+    const use = (cpuNs: number, threads: [number, number][] = []) => ({
+      cpuNs,
+      runnableNs: new Map(threads),
+    });
+    const from = {
+      idleSince: 0,
+      at: 1000,
+      use: use(5e9, [
+        [7, 1e9],
+        [8, 0],
+      ]),
+    };
+    expect(busierThan(10, from, 3000, use(5e9 + 0.2e9))).toBe(false);
+    expect(busierThan(10, from, 3000, use(5e9 + 0.21e9))).toBe(true);
+    expect(busierThan(150, from, 3000, use(5e9 + 3.1e9))).toBe(true);
+    expect(busierThan(10, from, 1000, use(9e9))).toBe(false);
+    // Thread 7 runnable 1.8 of 2 s (it got 0.1 s of CPU): starved, busy. 1.7 s: at rest.
+    expect(busierThan(10, from, 3000, use(5e9 + 0.1e9, [[7, 2.8e9]]))).toBe(true);
+    expect(
+      busierThan(
+        10,
+        from,
+        3000,
+        use(5e9 + 0.1e9, [
+          [7, 2.7e9],
+          [8, 1.7e9],
+        ]),
+      ),
+    ).toBe(false);
+    // A thread not in the first reading started within the window: its whole past is not in it.
+    expect(busierThan(10, from, 3000, use(5e9, [[9, 5e9]]))).toBe(false);
   });
 });
 

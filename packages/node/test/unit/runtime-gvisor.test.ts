@@ -11,6 +11,7 @@ import {
   wrapForNetSysctlQuirk,
 } from '../../src/runtime/gvisor/runsc.js';
 import { containerOfRunscFile, DriverLayout } from '../../src/runtime/gvisor/layout.js';
+import { runnableNs } from '../../src/runtime/gvisor/schedstat.js';
 import { isSandboxId, newSandboxId, SANDBOX_ID_LENGTH } from '../../src/runtime/ids.js';
 
 const input = {
@@ -123,6 +124,14 @@ describe('runsc command lines', () => {
       true,
     );
     expect(isConnectedStateError('no space left on device')).toBe(false);
+  });
+});
+
+describe("a thread's schedstat", () => {
+  it('gives the time it ran plus the time it waited for a CPU', () => {
+    expect(runnableNs('308629090 138845 4\n')).toBe(308629090 + 138845);
+    expect(runnableNs('')).toBeNull();
+    expect(runnableNs('12 x 3')).toBeNull();
   });
 });
 

@@ -7,6 +7,7 @@ import {
   SandboxStartError,
   type Capture,
   type CheckpointOptions,
+  type CpuUse,
   type DriverAvailability,
   type ReleasingSandbox,
   type RestoreRequest,
@@ -22,7 +23,7 @@ import { fakeCaptureMeta, FakeDisk } from './disk.js';
 import { Faults } from './faults.js';
 
 export type DriverStep =
-  'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'freeze' | 'thaw' | 'stats' | 'cpuTime';
+  'start' | 'restore' | 'checkpoint' | 'kill' | 'pause' | 'resume' | 'freeze' | 'thaw' | 'stats' | 'cpuUse';
 
 interface FakeSandbox {
   handle: SandboxHandle;
@@ -30,6 +31,8 @@ interface FakeSandbox {
   state: Record<string, string>;
   /** CPU time its processes used, ns: what a test says it burned (runCpu). */
   cpuNs: number;
+  /** How long its one thread was runnable, ns (runCpu and starveCpu). */
+  runnableNs: number;
 }
 
 const STEP_ERROR: Record<DriverStep, (step: DriverStep) => RuntimeError> = {
@@ -42,7 +45,7 @@ const STEP_ERROR: Record<DriverStep, (step: DriverStep) => RuntimeError> = {
   freeze: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   thaw: (s) => new RuntimeOperationError(`fake: ${s} failed`),
   stats: (s) => new RuntimeOperationError(`fake: ${s} failed`),
-  cpuTime: (s) => new RuntimeOperationError(`fake: ${s} failed`),
+  cpuUse: (s) => new RuntimeOperationError(`fake: ${s} failed`),
 };
 
 /**
@@ -166,14 +169,27 @@ export class FakeDriver implements RuntimeDriver {
     };
   }
 
-  async cpuTime(handle: SandboxHandle): Promise<number | null> {
-    await this.faults.check('cpuTime');
-    return this.sandboxes.get(handle.id)?.cpuNs ?? null;
+  async cpuUse(handle: SandboxHandle): Promise<CpuUse | null> {
+    await this.faults.check('cpuUse');
+    const sb = this.sandboxes.get(handle.id);
+    return sb ? { cpuNs: sb.cpuNs, runnableNs: new Map([[1, sb.runnableNs]]) } : null;
   }
 
   /** The sandbox's processes used `ns` more nanoseconds of CPU (a job running inside it). */
   runCpu(handle: SandboxHandle, ns: number): void {
-    this.must(handle).cpuNs += ns;
+    const sb = this.must(handle);
+    sb.cpuNs += ns;
+    sb.runnableNs += ns;
+  }
+
+  /**
+   * A job in the sandbox wanted `ns` more nanoseconds of CPU but got only `gotNs` of them: the
+   * host's CPUs were busy with others.
+   */
+  starveCpu(handle: SandboxHandle, ns: number, gotNs: number): void {
+    const sb = this.must(handle);
+    sb.cpuNs += gotNs;
+    sb.runnableNs += ns;
   }
 
   async status(handle: SandboxHandle): Promise<SandboxStatus> {
@@ -243,7 +259,7 @@ export class FakeDriver implements RuntimeDriver {
       readyAt: this.now(),
       ...(restoredFrom ? { restoredFrom } : {}),
     };
-    this.sandboxes.set(id, { handle, status: 'running', state: { ...state }, cpuNs: 0 });
+    this.sandboxes.set(id, { handle, status: 'running', state: { ...state }, cpuNs: 0, runnableNs: 0 });
     return handle;
   }
 

@@ -94,9 +94,18 @@ export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string)
 }
 
 /** Host pids of every process of the sandbox (sentry and gofer). */
-export async function cgroupPids(layout: CgroupLayout, cgroupsPath: string): Promise<number[]> {
+export function cgroupPids(layout: CgroupLayout, cgroupsPath: string): Promise<number[]> {
+  return cgroupIds(layout, cgroupsPath, 'cgroup.procs');
+}
+
+/** Host thread ids of every thread of the sandbox's processes (the systrap stubs running guest code too). */
+export function cgroupThreads(layout: CgroupLayout, cgroupsPath: string): Promise<number[]> {
+  return cgroupIds(layout, cgroupsPath, layout === 'v2' ? 'cgroup.threads' : 'tasks');
+}
+
+async function cgroupIds(layout: CgroupLayout, cgroupsPath: string, file: string): Promise<number[]> {
   const dir = layout === 'v2' ? join(CGROUP_ROOT, cgroupsPath) : join(CGROUP_ROOT, 'memory', cgroupsPath);
-  const text = await readFile(join(dir, 'cgroup.procs'), 'utf8').catch(() => '');
+  const text = await readFile(join(dir, file), 'utf8').catch(() => '');
   return text
     .split('\n')
     .filter(Boolean)

@@ -4,6 +4,7 @@ import { CaptureInvalidError, readCapture } from '@agentenv/snapshot';
 import type {
   Capture,
   CheckpointOptions,
+  CpuUse,
   DriverAvailability,
   ReleasingSandbox,
   RestoreRequest,
@@ -34,6 +35,7 @@ import {
 } from './bundle.js';
 import {
   cgroupPids,
+  cgroupThreads,
   ensureCpusetParent,
   readCgroupCpuNs,
   readCgroupUsage,
@@ -56,6 +58,7 @@ import {
   type CommandResult,
   type RunscFlags,
 } from './runsc.js';
+import { readRunnableNs } from './schedstat.js';
 import { clearSuspended, markSuspended, readSuspended } from './suspend.js';
 import { Reclaimer } from './teardown.js';
 import { checkVolumes, restoreVolumes } from './volumes.js';
@@ -365,9 +368,14 @@ export class GvisorDriver implements RuntimeDriver {
     return this.reclaimer.releasing();
   }
 
-  async cpuTime(handle: SandboxHandle): Promise<number | null> {
+  async cpuUse(handle: SandboxHandle): Promise<CpuUse | null> {
     const host = await this.ready();
-    return readCgroupCpuNs(host.cgroups, this.get(handle).bundle.cgroupsPath);
+    const path = this.get(handle).bundle.cgroupsPath;
+    const [cpuNs, tids] = await Promise.all([
+      readCgroupCpuNs(host.cgroups, path),
+      cgroupThreads(host.cgroups, path),
+    ]);
+    return cpuNs === null ? null : { cpuNs, runnableNs: await readRunnableNs(tids) };
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
