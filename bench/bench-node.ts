@@ -65,6 +65,24 @@ export async function poolFull(url: string, size: number): Promise<void> {
   }
 }
 
+/** A node's /metrics read at `at` (ms): each sample's name with its labels → value. */
+export interface Scrape {
+  at: number;
+  values: Map<string, number>;
+}
+
+export async function scrape(url: string): Promise<Scrape> {
+  const text = await fetch(`${url}/metrics`).then((r) => r.text());
+  const values = new Map<string, number>();
+  for (const m of text.matchAll(/^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$/gm))
+    values.set(m[1]!, Number(m[2]));
+  return { at: Date.now(), values };
+}
+
+/** How much a counter (or a histogram's sum or count) grew from `before` to `after`. */
+export const delta = (after: Scrape, before: Scrape, name: string): number =>
+  (after.values.get(name) ?? 0) - (before.values.get(name) ?? 0);
+
 /**
  * Stops a benchmark's node after killing its sandboxes (else its SIGTERM pauses them to disk
  * first); throws when the stop fails.

@@ -10,9 +10,12 @@
  *    sandboxes and the pool waits frozen, the CPU of the node process, its helper processes, the
  *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine, also less what it
  *    used over a window before the node started and this bench's own process; PSS per idle
- *    sandbox; then create p50 (5 creates, each from a full warm pool and killed again) with 0,
- *    50, 100, 200 and 500 idle sandboxes held, against the empty node's, with MemAvailable used
- *    per held sandbox.
+ *    sandbox; then create p50 (`--creates` of them, each from a full warm pool and killed
+ *    again) with 0, 50, 100, 200 and 500 idle sandboxes held, against the empty node's, with
+ *    MemAvailable used per held sandbox; at each step also the node's own part of a create (its
+ *    `aenv_lifecycle_stage_duration_seconds` for create), its process's CPU over the creates and
+ *    its event-loop delay. `--merge-pages` runs the node with `runtime.merge_pages` (KSM) and
+ *    reads memory once it has merged.
  * 3. The same the way a user would without AgentENV (bench/docker-lab.ts), measured between 1
  *    and 2: 20 containers of Docker with runsc, idle, then `docker pause`d: their cgroups' CPU,
  *    dockerd's and the rest of the engine's, the whole machine; PSS and MemAvailable per
@@ -24,7 +27,7 @@
  * Docker's engine under /var/lib/aenv-h7/density-docker, its containers in cgroup aenv-h7-docker.
  *
  * Run as root: npx tsx bench/density.ts [--steps 0,50,100,200,500] [--window 30] [--idle 20]
- * [--docker | --no-docker]
+ * [--creates 10] [--merge-pages] [--docker | --no-docker]
  */
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -33,7 +36,7 @@ import { GvisorDriver, inspectGvisorHost, type SandboxHandle } from '@agentenv/n
 import { startServer, useSdkEnv, type TestServer } from '@agentenv/test-support/server';
 import { createTestNet, destroyAllTestNets } from '@agentenv/test-support/runtime';
 import { templateCapture } from './bare-runsc.js';
-import { borrowBaseRootfs, poolFull, runBench } from './bench-node.js';
+import { borrowBaseRootfs, delta, poolFull, runBench, scrape } from './bench-node.js';
 import { cgroupCpuSecs, cpuOver, descendants, machineBusySecs, processCpuSecs } from './host-cpu.js';
 import { DOCKER_OPTIONS, DockerLab, dockerWanted } from './docker-lab.js';
 import { cleanupOnSignals, leftBehind } from './leftovers.js';
@@ -44,14 +47,19 @@ const { values } = parseArgs({
     steps: { type: 'string', default: '0,50,100,200,500' },
     window: { type: 'string', default: '30' },
     idle: { type: 'string', default: '20' },
+    creates: { type: 'string', default: '10' },
+    'merge-pages': { type: 'boolean', default: false },
     ...DOCKER_OPTIONS,
   },
 });
 const STEPS = values.steps.split(',').map(Number);
 const WINDOW_MS = Number(values.window) * 1000;
 const IDLE = Number(values.idle);
+const CREATES = Number(values.creates);
+const MERGE = values['merge-pages'];
 
 const PORT = 19701;
+const URL = `http://127.0.0.1:${PORT}`;
 /** The node's default warm pool, which the bench keeps. */
 const POOL = 2;
 const HOME = '/var/lib/aenv-h7/density';
@@ -208,6 +216,26 @@ async function driverLevel(capture: string): Promise<{ running: Figures; frozen:
 
 // ------------------------------------------------------------------ 2. through the node
 
+/**
+ * With --merge-pages, waits until the node has stopped ksmd again (every sandbox merged; up to 30
+ * minutes, saying how far it got), so that memory is read once merging is done.
+ */
+async function merged(): Promise<void> {
+  if (!MERGE) return;
+  const ksm = (f: string) => readFile(`/sys/kernel/mm/ksm/${f}`, 'utf8').then((t) => t.trim());
+  const t0 = Date.now();
+  for (let s = 1; (await ksm('run')) !== '0' && s <= 1800; s++) {
+    if (s % 30 === 0)
+      console.error(
+        `ksmd merging: ${await ksm('full_scans')} full scans, ${await ksm('pages_sharing')} pages sharing`,
+      );
+    await sleep(1000);
+  }
+  say(
+    `node: page merging took ${((Date.now() - t0) / 1000).toFixed(0)} s more; ${await ksm('pages_sharing')} pages sharing`,
+  );
+}
+
 /** The node's helper processes (its spawner, …): its descendants outside the sandboxes' cgroups. */
 async function helpersOf(pid: number): Promise<number[]> {
   const out: number[] = [];
@@ -261,17 +289,26 @@ async function nodeLevel(nodePid: number): Promise<Figures> {
   let firstP50: number | undefined;
   const step = async (n: number) => {
     await hold(n);
+    if (n) await merged();
     const perSandbox = n ? mib((emptyNode - (await memAvailable())) / n) : '–';
     const creates: number[] = [];
-    for (let i = 0; i < 5; i++) {
+    const before = await scrape(URL);
+    for (let i = 0; i < CREATES; i++) {
       // Each from a full pool, as at every step: otherwise a p50 mixes handouts and restores.
-      await poolFull(`http://127.0.0.1:${PORT}`, POOL);
+      await poolFull(URL, POOL);
       let s: Sandbox | undefined;
       creates.push(await timeMs(async () => (s = await Sandbox.create())));
       await s!.kill();
     }
     const p50 = percentile(creates, 50);
     firstP50 ??= p50;
+    const after = await scrape(URL);
+    const launches = delta(after, before, 'aenv_lifecycle_stage_duration_seconds_count{stage="create"}');
+    const launchMs =
+      (delta(after, before, 'aenv_lifecycle_stage_duration_seconds_sum{stage="create"}') / launches) * 1000;
+    say(
+      `node, ${held.length} held: the node's own part of a create (pool handout, envd /init, record) ${launchMs.toFixed(1)} ms mean over ${launches}; node process ${pct((delta(after, before, 'aenv_node_process_cpu_seconds_total') / ((after.at - before.at) / 1000)) * 100)} of a core over the creates; event-loop delay p99 ${((after.values.get('aenv_node_nodejs_eventloop_lag_p99_seconds') ?? NaN) * 1000).toFixed(1)} ms`,
+    );
     return `| ${held.length} | ${p50.toFixed(0)} ms | ${percentile(creates, 95).toFixed(0)} ms | ${(p50 / firstP50).toFixed(2)}× | ${perSandbox} | ${gib(await memAvailable())} |`;
   };
   try {
@@ -285,6 +322,7 @@ async function nodeLevel(nodePid: number): Promise<Figures> {
       nodePid,
       held.map((s) => s.sandboxId),
     );
+    await merged();
     figures.mem = (emptyNode - (await memAvailable())) / IDLE;
     const sizes = await Promise.all((await heldAndPooled()).map((id) => pss(NODE_CGROUP, id)));
     figures.pss = percentile(sizes, 50);
@@ -433,6 +471,7 @@ async function main(): Promise<void> {
     AENV_RUNTIME_PATH: RUNTIME,
     AENV_NETWORK_NODE_TAG: TAG,
     AENV_NETWORK_HOST_RANGE: '10.117.0.0/17',
+    ...(MERGE ? { AENV_MERGE_PAGES: '1' } : {}),
     // The defaults otherwise: the pool of 2, admission, max_sandboxes.
   });
   useSdkEnv(`http://127.0.0.1:${PORT}`);
