@@ -1,5 +1,5 @@
 /*
- * aenv-reaper [--hide-net-sysctl] LOG -- COMMAND [ARG...]
+ * aenv-reaper [--hide-net-sysctl] [--merge-pages] LOG -- COMMAND [ARG...]
  *
  * Runs COMMAND (`runsc run|restore --detach`) with its stdout and stderr appended to LOG, and
  * stays behind as a child subreaper: the sandbox and gofer processes runsc leaves running are
@@ -13,6 +13,10 @@
  * --hide-net-sysctl runs COMMAND in a private mount namespace with an empty tmpfs over
  * /proc/sys/net: runsc refuses --network=sandbox when it sees /proc/sys/net/core/rmem_default,
  * which some kernels show in every network namespace (see runsc.ts, wrapForNetSysctlQuirk).
+ *
+ * --merge-pages lets the kernel's same-page merging (KSM) scan COMMAND's anonymous memory and that
+ * of every process it starts (the sentry and gofer; PR_SET_MEMORY_MERGE is kept across fork and
+ * exec, Linux 6.4 and later).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +29,10 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifndef PR_SET_MEMORY_MERGE
+#define PR_SET_MEMORY_MERGE 67
+#endif
 
 static volatile pid_t command = -1;
 
@@ -48,11 +56,14 @@ static int hide_net_sysctl(void) {
 }
 
 int main(int argc, char **argv) {
-  int hide = argc > 1 && strcmp(argv[1], "--hide-net-sysctl") == 0;
-  argv += hide;
-  argc -= hide;
+  int hide = 0, merge = 0;
+  for (; argc > 1 && strncmp(argv[1], "--", 2) == 0 && argv[1][2] != '\0'; argv++, argc--) {
+    if (strcmp(argv[1], "--hide-net-sysctl") == 0) hide = 1;
+    else if (strcmp(argv[1], "--merge-pages") == 0) merge = 1;
+    else break;
+  }
   if (argc < 4 || strcmp(argv[2], "--") != 0) {
-    fprintf(stderr, "usage: aenv-reaper [--hide-net-sysctl] LOG -- COMMAND [ARG...]\n");
+    fprintf(stderr, "usage: aenv-reaper [--hide-net-sysctl] [--merge-pages] LOG -- COMMAND [ARG...]\n");
     return 2;
   }
   if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
@@ -90,6 +101,10 @@ int main(int argc, char **argv) {
     }
     if (hide && hide_net_sysctl() != 0) {
       perror("aenv-reaper: hiding /proc/sys/net");
+      _exit(126);
+    }
+    if (merge && prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0) != 0) {
+      perror("aenv-reaper: prctl(PR_SET_MEMORY_MERGE)");
       _exit(126);
     }
     execvp(argv[3], argv + 3);

@@ -47,7 +47,7 @@ export function defaults(env: Env): NodeConfig {
     apiAddr: '127.0.0.1:8000',
     homePath: root ? '/var/lib/aenv' : path.join(homedir(), '.local/share/aenv'),
     runtimePath: '/run/aenv',
-    runtime: { driver: 'gvisor', virtualizationMode: 'kvm' },
+    runtime: { driver: 'gvisor', virtualizationMode: 'kvm', mergePages: false },
     orchestrator: {
       defaultSandboxTimeoutSecs: 300,
       maxSandboxes: 1000,
@@ -118,6 +118,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
   if (env.AENV_VIRTUALIZATION_MODE) set(['runtime', 'virtualizationMode'], env.AENV_VIRTUALIZATION_MODE);
+  if (env.AENV_MERGE_PAGES) set(['runtime', 'mergePages'], /^(1|true|yes|on)$/i.test(env.AENV_MERGE_PAGES));
   if (env.AENV_SANDBOX_PROXY_DOMAINS) {
     set(
       ['sandboxProxy', 'domains'],

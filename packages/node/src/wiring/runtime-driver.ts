@@ -23,6 +23,7 @@ export function createDriver(runtime: NodeConfig['runtime'], at: DriverPlacement
         runtimeDir: path.join(at.runtimePath, at.nodeTag),
         cgroupParent: `aenv-${at.nodeTag}`,
         netDisconnectOk: true,
+        mergePages: runtime.mergePages,
       });
     case 'firecracker':
       throw new ConfigError(

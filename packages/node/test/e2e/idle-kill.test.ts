@@ -6,7 +6,7 @@ import { Sandbox } from 'e2b';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '@agentenv/test-support';
 import { api, DOMAIN, NODE_TAG as TAG, PORT, useTestServer } from '@agentenv/test-support/server';
-import { CGROUPS, cgroups, frozen, loadCpu, pinTo } from './sandbox-cgroups.js';
+import { CGROUPS, cgroups, frozen, ksmStats, loadCpu, pinTo } from './sandbox-cgroups.js';
 
 // Frozen after 2 s without use; no warm pool, so the test's sandboxes are the only ones.
 useTestServer({ AENV_IDLE_FREEZE_SECS: '2', AENV_POOL_SIZE: '0' });
@@ -45,6 +45,9 @@ describe('idle sandboxes are frozen and thawed on use', () => {
   it('a frozen sandbox answers its next commands.run and its next proxied HTTP request', async () => {
     const { sbx, cgroup } = await created(() => Sandbox.create());
     try {
+      // runtime.merge_pages is off by default: no page of this sandbox may be merged with another's.
+      if (existsSync('/proc/self/ksm_stat'))
+        for (const p of ksmStats(cgroup)) expect(p.ksm_merge_any).toBe('no');
       await sbx.files.write('/home/user/www/index.html', 'hello from a frozen sandbox');
       const server = await sbx.commands.run('cd /home/user/www && exec python3 -m http.server 8080', {
         background: true,

@@ -52,3 +52,18 @@ export function loadCpu(cpu: number, n: number): { stop(): void } {
     },
   };
 }
+
+/** Each process of a sandbox (sentry, gofer) with its /proc/<pid>/ksm_stat fields. */
+export function ksmStats(cgroup: string): Record<string, string>[] {
+  const pids = readFileSync(join(CGROUPS, cgroup, 'cgroup.procs'), 'utf8')
+    .split('\n')
+    .filter(Boolean);
+  return pids.map((pid) =>
+    Object.fromEntries(
+      readFileSync(`/proc/${pid}/ksm_stat`, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split(/:?\s+/) as [string, string]),
+    ),
+  );
+}

@@ -23,6 +23,15 @@ describe('node configuration', () => {
     expect(c.fork.maxChildren).toBe(16);
     expect(c.network.alwaysDeniedCidrs).toContain('169.254.0.0/16');
     expect(c.nodeIdentity.nodeId).toBe('h1');
+    expect(c.runtime.mergePages).toBe(false);
+  });
+
+  it('turns page merging on from the file or AENV_MERGE_PAGES', () => {
+    expect(loadConfig({ AENV_CONFIG_PATH: file('[runtime]\nmerge_pages = true\n') }).runtime.mergePages).toBe(
+      true,
+    );
+    expect(loadConfig({ AENV_MERGE_PAGES: '1' }).runtime.mergePages).toBe(true);
+    expect(loadConfig({ AENV_MERGE_PAGES: 'off' }).runtime.mergePages).toBe(false);
   });
 
   it('layers the TOML file (snake_case) under environment variables', () => {
@@ -101,7 +110,7 @@ describe('runtime driver from the configuration', () => {
 
   it('refuses `firecracker` with a message saying why and what to use', () => {
     const config = loadConfig({ AENV_RUNTIME: 'firecracker', AENV_VIRTUALIZATION_MODE: 'pvm' });
-    expect(config.runtime).toEqual({ driver: 'firecracker', virtualizationMode: 'pvm' });
+    expect(config.runtime).toEqual({ driver: 'firecracker', virtualizationMode: 'pvm', mergePages: false });
     expect(() => createDriver(config.runtime, at)).toThrow(ConfigError);
     expect(() => createDriver(config.runtime, at)).toThrow(/no Firecracker driver yet; use "gvisor"/);
   });

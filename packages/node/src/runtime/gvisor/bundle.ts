@@ -147,12 +147,14 @@ export async function writeSpec(
 /**
  * Runs `runsc run|restore … --detach` (with `args` up to the container id); its output and the
  * sandbox's go to the bundle's console.log. Resolves with the sandbox process's pid.
+ * `mergePages`: see GvisorDriverOptions.
  */
 export async function launch(
   host: GvisorHost,
   b: Bundle,
   args: readonly string[],
   what: string,
+  mergePages: boolean,
 ): Promise<number> {
   const pidFile = join(b.dir, PID_FILE);
   const argv = [
@@ -169,6 +171,7 @@ export async function launch(
     timeoutMs: LAUNCH_TIMEOUT_MS,
     reaperPath: host.reaperPath,
     hideNetSysctl: b.flags.network === 'sandbox' && host.netSysctlQuirk,
+    mergePages,
   });
   const code = args[0] === 'restore' ? 'restore_failed' : 'start_failed';
   if (r.code !== 0) {

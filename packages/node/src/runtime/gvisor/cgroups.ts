@@ -1,5 +1,7 @@
 import { mkdir, readFile, readdir, rmdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { CpuUse } from '../driver.js';
+import { readRunnableNs } from './schedstat.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 
@@ -66,6 +68,15 @@ export async function readCgroupCpuNs(layout: CgroupLayout, cgroupsPath: string)
   const cpuStat = await readFile(join(CGROUP_ROOT, cgroupsPath, 'cpu.stat'), 'utf8').catch(() => '');
   const usec = /usage_usec (\d+)/.exec(cpuStat)?.[1];
   return usec ? Number(usec) * 1000 : null;
+}
+
+/** The cgroup's CPU time and how long each of its threads was runnable; null when unreadable. */
+export async function readCgroupCpuUse(layout: CgroupLayout, cgroupsPath: string): Promise<CpuUse | null> {
+  const [cpuNs, tids] = await Promise.all([
+    readCgroupCpuNs(layout, cgroupsPath),
+    cgroupThreads(layout, cgroupsPath),
+  ]);
+  return cpuNs === null ? null : { cpuNs, runnableNs: await readRunnableNs(tids) };
 }
 
 export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string): Promise<CgroupUsage> {

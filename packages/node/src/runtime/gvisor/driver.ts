@@ -35,9 +35,8 @@ import {
 } from './bundle.js';
 import {
   cgroupPids,
-  cgroupThreads,
   ensureCpusetParent,
-  readCgroupCpuNs,
+  readCgroupCpuUse,
   readCgroupUsage,
   removeCgroups,
   setFrozen,
@@ -58,7 +57,7 @@ import {
   type CommandResult,
   type RunscFlags,
 } from './runsc.js';
-import { readRunnableNs } from './schedstat.js';
+import { openPageMerging, type PageMerging } from './page-merging.js';
 import { clearSuspended, markSuspended, readSuspended } from './suspend.js';
 import { Reclaimer } from './teardown.js';
 import { checkVolumes, restoreVolumes } from './volumes.js';
@@ -91,6 +90,7 @@ export class GvisorDriver implements RuntimeDriver {
   private readonly monitor: LivenessMonitor;
   private host: GvisorHost | null = null;
   private placer: CpuPlacer | null = null;
+  private merging: PageMerging | null = null;
   private hostPromise: Promise<GvisorHost | { problem: string }> | null = null;
   private readyPromise: Promise<GvisorHost> | null = null;
   private readonly live = new Map<string, Live>();
@@ -144,6 +144,7 @@ export class GvisorDriver implements RuntimeDriver {
     const h = await this.inspect();
     if ('problem' in h) throw new DriverUnavailableError(h.problem);
     this.host = h;
+    if (this.opts.mergePages) this.merging = await openPageMerging(h);
     if (this.opts.cpuPlacement === 'spread') this.placer = new CpuPlacer(await hostCpus());
     await mkdir(this.layout.runscRoot, { recursive: true, mode: 0o700 });
     await mkdir(this.layout.sandboxesDir, { recursive: true, mode: 0o700 });
@@ -224,7 +225,8 @@ export class GvisorDriver implements RuntimeDriver {
     try {
       if (cpus) await ensureCpusetParent(host.cgroups, this.opts.cgroupParent);
       await writeSpec(b, plan, { upperInMemory: upper === 'memory', ...(cpus ? { cpus } : {}) });
-      const pid = await launch(host, b, runscArgs(b), what);
+      const pid = await launch(host, b, runscArgs(b), what, this.merging !== null);
+      void this.merging?.changed();
       return await this.becomeLive(b, plan, pid, cpus);
     } catch (e) {
       this.placer?.release(cpus);
@@ -370,12 +372,7 @@ export class GvisorDriver implements RuntimeDriver {
 
   async cpuUse(handle: SandboxHandle): Promise<CpuUse | null> {
     const host = await this.ready();
-    const path = this.get(handle).bundle.cgroupsPath;
-    const [cpuNs, tids] = await Promise.all([
-      readCgroupCpuNs(host.cgroups, path),
-      cgroupThreads(host.cgroups, path),
-    ]);
-    return cpuNs === null ? null : { cpuNs, runnableNs: await readRunnableNs(tids) };
+    return readCgroupCpuUse(host.cgroups, this.get(handle).bundle.cgroupsPath);
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
@@ -425,6 +422,7 @@ export class GvisorDriver implements RuntimeDriver {
     this.monitor.stop();
     await Promise.all([...this.live.values()].map((s) => this.releaseLive(s, null)));
     await this.reclaimer.drain();
+    await this.merging?.close();
     // The per-node parent runsc made (left when another process of this node still has sandboxes).
     if (this.host) await removeCgroups(this.host.cgroups, `/${this.opts.cgroupParent}`);
   }

@@ -27,6 +27,12 @@ export interface GvisorDriverOptions {
   readonly monitorIntervalMs?: number;
   /** Delete sandboxes under this runtimeDir left by a previous process (they are orphans). */
   readonly sweepOnInit?: boolean;
+  /**
+   * Lets the kernel's same-page merging (KSM) scan each sandbox's runsc processes (sentry and
+   * gofer: their Go heaps; the guest's memory is a shared file KSM never merges). Off by default:
+   * pages merged across sandboxes are a known timing side channel between them. Needs aenv-reaper.
+   */
+  readonly mergePages?: boolean;
 }
 
 /** The options with every default filled in (the paths of runsc and the reaper may stay unset). */
@@ -47,5 +53,6 @@ export function withDefaults(options: GvisorDriverOptions): DriverSettings {
     checkpointRetries: options.checkpointRetries ?? 5,
     monitorIntervalMs: options.monitorIntervalMs ?? 1000,
     sweepOnInit: options.sweepOnInit ?? true,
+    mergePages: options.mergePages ?? false,
   };
 }

@@ -22,17 +22,28 @@ export async function reaperAvailable(path: string): Promise<boolean> {
  * running and reaps them as soon as they exit. Without it they are re-parented to PID 1, and a
  * killed sandbox stays a zombie (and `runsc delete` waits) until init gets round to it.
  * `hideNetSysctl`: see wrapForNetSysctlQuirk (the reaper does the same without three more execs).
+ * `mergePages`: the reaper lets KSM merge the command's and its children's memory (aenv-reaper.c);
+ * without the reaper nothing is merged.
  */
 export async function runDetached(
   argv: readonly string[],
-  opts: { logPath: string; timeoutMs: number; reaperPath: string | null; hideNetSysctl?: boolean },
+  opts: {
+    logPath: string;
+    timeoutMs: number;
+    reaperPath: string | null;
+    hideNetSysctl?: boolean;
+    mergePages?: boolean;
+  },
 ): Promise<CommandResult> {
   if (!opts.reaperPath) {
     const fd = openSync(opts.logPath, 'a', 0o600);
     const wrapped = opts.hideNetSysctl ? wrapForNetSysctlQuirk(argv) : argv;
     return runCommand(wrapped, { timeoutMs: opts.timeoutMs, stdoutFd: fd }).finally(() => closeSync(fd));
   }
-  const flags = opts.hideNetSysctl ? ['--hide-net-sysctl'] : [];
+  const flags = [
+    ...(opts.hideNetSysctl ? ['--hide-net-sysctl'] : []),
+    ...(opts.mergePages ? ['--merge-pages'] : []),
+  ];
   // stdout ends when the command has exited (the reaper reports it and closes stdout), or with the
   // reaper itself if it failed before running anything; the reaper stays as long as the sandbox.
   // SIGTERM on timeout stops the command, not the reaper.
