@@ -12,7 +12,12 @@ function fakeKsm(run: string | null) {
         ],
   );
   const writes: string[] = [];
+  let marked = false;
   const ksm: KsmFiles = {
+    marked: async () => marked,
+    mark: async (on) => {
+      marked = on;
+    },
     read: async (name) => {
       const v = files.get(name);
       if (v === undefined) throw new Error(`ENOENT ${name}`);
@@ -24,7 +29,7 @@ function fakeKsm(run: string | null) {
     },
   };
   const scan = (n = 1) => files.set('full_scans', String(Number(files.get('full_scans')) + n));
-  return { ksm, writes, scan };
+  return { ksm, writes, scan, marked: () => marked, markNow: () => (marked = true) };
 }
 
 describe('page merging (ksmd run while there is something new to merge)', () => {
@@ -40,6 +45,7 @@ describe('page merging (ksmd run while there is something new to merge)', () => 
     await m.settleOnce();
     expect(f.writes).toEqual(['1', '0']);
     expect(m.running).toBe(false);
+    expect(f.marked()).toBe(false);
     await m.close();
     expect(f.writes).toEqual(['1', '0']);
   });
@@ -67,6 +73,19 @@ describe('page merging (ksmd run while there is something new to merge)', () => 
     expect(f.writes).toEqual(['1', '0']);
     await m.changed();
     expect(f.writes).toEqual(['1', '0']);
+  });
+
+  it('stops a ksmd its crashed predecessor left running, and owns it from then on', async () => {
+    const f = fakeKsm('1');
+    f.markNow();
+    const m = (await PageMerging.open(f.ksm))!;
+    expect(f.writes).toEqual(['0']);
+    expect(f.marked()).toBe(false);
+    await m.changed();
+    expect(f.writes).toEqual(['0', '1']);
+    expect(f.marked()).toBe(true);
+    await m.close();
+    expect(f.marked()).toBe(false);
   });
 
   it('leaves a ksmd the host runs on its own alone, and is null without KSM', async () => {

@@ -144,7 +144,7 @@ export class GvisorDriver implements RuntimeDriver {
     const h = await this.inspect();
     if ('problem' in h) throw new DriverUnavailableError(h.problem);
     this.host = h;
-    if (this.opts.mergePages) this.merging = await openPageMerging(h);
+    if (this.opts.mergePages) this.merging = await openPageMerging(h, this.opts.runtimeDir);
     if (this.opts.cpuPlacement === 'spread') this.placer = new CpuPlacer(await hostCpus());
     await mkdir(this.layout.runscRoot, { recursive: true, mode: 0o700 });
     await mkdir(this.layout.sandboxesDir, { recursive: true, mode: 0o700 });

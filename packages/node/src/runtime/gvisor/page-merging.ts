@@ -1,4 +1,4 @@
-import { readFile, writeFile } from 'node:fs/promises';
+import { access, readFile, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DriverUnavailableError } from '../errors.js';
 import type { GvisorHost } from './host.js';
@@ -15,16 +15,29 @@ export const SCANS_TO_SETTLE = 3;
 /** How often ksmd's progress is read while it runs for us. */
 const POLL_MS = 2000;
 
-/** The kernel's KSM control files (`run`, `full_scans`, …), as text. */
+/**
+ * The kernel's KSM control files (`run`, `full_scans`, …), as text, and a mark the node keeps
+ * while ksmd runs because of it: a node that crashed meanwhile finds it at its next start.
+ */
 export interface KsmFiles {
   read(name: string): Promise<string>;
   write(name: string, value: string): Promise<void>;
+  marked(): Promise<boolean>;
+  mark(on: boolean): Promise<void>;
 }
 
-export const sysfsKsm: KsmFiles = {
-  read: (name) => readFile(join(KSM_DIR, name), 'utf8'),
-  write: (name, value) => writeFile(join(KSM_DIR, name), value),
-};
+export function sysfsKsm(markPath: string): KsmFiles {
+  return {
+    read: (name) => readFile(join(KSM_DIR, name), 'utf8'),
+    write: (name, value) => writeFile(join(KSM_DIR, name), value),
+    marked: () =>
+      access(markPath).then(
+        () => true,
+        () => false,
+      ),
+    mark: (on) => (on ? writeFile(markPath, '') : rm(markPath, { force: true })),
+  };
+}
 
 /**
  * Runs the kernel's same-page merging daemon (ksmd) only while there is something new to merge.
@@ -33,8 +46,9 @@ export const sysfsKsm: KsmFiles = {
  * merged, and a frozen sandbox's pages do not change, so after each new sandbox ksmd runs for
  * SCANS_TO_SETTLE full scans and is stopped (`run` 0 keeps what it merged).
  *
- * The node owns ksmd only when it found it stopped: a host that runs it already (`run` 1) keeps
- * running it its own way, and merges the sandboxes' pages as well.
+ * The node owns ksmd only when it found it stopped (or left running by a previous process of the
+ * node, which it then stops): a host that runs it already (`run` 1) keeps running it its own way,
+ * and merges the sandboxes' pages as well.
  */
 export class PageMerging {
   private settleAt: number | null = null;
@@ -48,10 +62,14 @@ export class PageMerging {
   ) {}
 
   /** Null when the kernel has no KSM. */
-  static async open(files: KsmFiles = sysfsKsm): Promise<PageMerging | null> {
+  static async open(files: KsmFiles): Promise<PageMerging | null> {
     const run = await files.read('run').catch(() => null);
     if (run === null) return null;
-    return new PageMerging(files, run.trim() === '0');
+    if (run.trim() === '0') return new PageMerging(files, true);
+    if (!(await files.marked())) return new PageMerging(files, false);
+    await files.write('run', '0');
+    await files.mark(false);
+    return new PageMerging(files, true);
   }
 
   /** Whether ksmd runs now because of this node. */
@@ -72,8 +90,13 @@ export class PageMerging {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     await this.polling;
-    if (this.settleAt !== null) await this.files.write('run', '0').catch(() => undefined);
+    if (this.settleAt !== null) await this.stop().catch(() => undefined);
     this.settleAt = null;
+  }
+
+  private async stop(): Promise<void> {
+    await this.files.write('run', '0');
+    await this.files.mark(false);
   }
 
   private async scans(): Promise<number> {
@@ -83,7 +106,10 @@ export class PageMerging {
   private async startOrExtend(): Promise<void> {
     if (this.closed) return;
     const target = (await this.scans()) + SCANS_TO_SETTLE;
-    if (this.settleAt === null) await this.files.write('run', '1');
+    if (this.settleAt === null) {
+      await this.files.mark(true);
+      await this.files.write('run', '1');
+    }
     this.settleAt = Math.max(this.settleAt ?? 0, target);
     this.timer ??= setInterval(() => {
       this.polling = this.polling.then(() => this.settleOnce()).catch(() => undefined);
@@ -94,7 +120,7 @@ export class PageMerging {
   /** One look at ksmd's progress: stops it once the scans owed are done. */
   async settleOnce(): Promise<void> {
     if (this.settleAt === null || (await this.scans()) < this.settleAt) return;
-    await this.files.write('run', '0');
+    await this.stop();
     this.settleAt = null;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
@@ -102,8 +128,8 @@ export class PageMerging {
 }
 
 /** The node's page merging, for a driver asked to merge pages; refused where it cannot. */
-export async function openPageMerging(host: GvisorHost): Promise<PageMerging> {
-  const merging = await PageMerging.open();
+export async function openPageMerging(host: GvisorHost, runtimeDir: string): Promise<PageMerging> {
+  const merging = await PageMerging.open(sysfsKsm(join(runtimeDir, 'ksmd-started')));
   if (!merging) throw new DriverUnavailableError(`runtime.merge_pages: this kernel has no KSM (${KSM_DIR})`);
   if (!host.reaperPath)
     throw new DriverUnavailableError(
