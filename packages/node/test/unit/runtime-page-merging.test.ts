@@ -65,6 +65,16 @@ describe('page merging (ksmd run while there is something new to merge)', () => 
     await m.close();
   });
 
+  it('starts ksmd again when another node stopped it before its scans were done', async () => {
+    const f = fakeKsm('0');
+    const m = (await PageMerging.open(f.ksm))!;
+    await m.changed();
+    await f.ksm.write('run', '0');
+    await m.settleOnce();
+    expect(f.writes.at(-1)).toBe('1');
+    await m.close();
+  });
+
   it('stops ksmd at close when it still runs for the node', async () => {
     const f = fakeKsm('0');
     const m = (await PageMerging.open(f.ksm))!;

@@ -117,9 +117,16 @@ export class PageMerging {
     this.timer.unref();
   }
 
-  /** One look at ksmd's progress: stops it once the scans owed are done. */
+  /**
+   * One look at ksmd's progress: stops it once the scans owed are done, starts it again when
+   * another node on the host stopped it before they were.
+   */
   async settleOnce(): Promise<void> {
-    if (this.settleAt === null || (await this.scans()) < this.settleAt) return;
+    if (this.settleAt === null) return;
+    if ((await this.scans()) < this.settleAt) {
+      if ((await this.files.read('run')).trim() === '0') await this.files.write('run', '1');
+      return;
+    }
     await this.stop();
     this.settleAt = null;
     if (this.timer) clearInterval(this.timer);
