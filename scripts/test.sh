@@ -19,8 +19,8 @@ trap 'rm -rf "$work"' EXIT
 # dashboard, the gateway's security files). Two lanes, balanced by the times of their files (the
 # summary prints both); on two cores a third lane only slows every lane.
 lanes=(
-  "a 0 node runtime snapshot oci envd -- packages/node/test/e2e packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/envd/"
-  "b 10 cluster dashboard security scheduler p2p cli network -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/ packages/node/test/network"
+  "a 0 node runtime snapshot oci scheduler network -- packages/node/test/e2e packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/scheduler/ packages/node/test/network"
+  "b 10 cluster dashboard security envd p2p cli -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/envd/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/"
 )
 laned=true
 [ $# -gt 0 ] && laned=false
