@@ -16,11 +16,12 @@ trap 'rm -rf "$work"' EXIT
 # takes instances N+1..N+9. What must not run at once stays in one lane: envd's debug port 49983
 # (envd), the runtime fixture's 10.251/16 namespaces (runtime, snapshot, oci), the network files'
 # 10.237/16 ranges (network), the cluster suite's ports 199xx and home /var/lib/aenv-h9 (cluster,
-# dashboard, the gateway's security files). Two lanes, balanced by the times of their files (the
+# dashboard, the gateway's security files), and the network files beside the cluster suite (its
+# test that sandbox code reaches no host address failed once they ran at once). Two lanes, balanced by the times of their files (the
 # summary prints both); on two cores a third lane only slows every lane.
 lanes=(
-  "a 0 node runtime snapshot oci scheduler network -- packages/node/test/e2e packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci packages/scheduler/ packages/node/test/network"
-  "b 10 cluster dashboard security envd p2p cli -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/envd/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/"
+  "a 0 node runtime snapshot oci -- packages/node/test/e2e packages/node/test/runtime packages/node/test/snapshot packages/snapshot/test/e2e packages/oci/test/e2e packages/node/test/oci"
+  "b 10 cluster dashboard security scheduler p2p cli network envd -- packages/gateway/ packages/dashboard/ packages/node/test/security packages/scheduler/ packages/p2p/test/e2e packages/node/test/p2p packages/cli/ packages/node/test/network packages/envd/"
 )
 laned=true
 [ $# -gt 0 ] && laned=false
