@@ -85,13 +85,13 @@ describe('idle sandboxes are frozen and thawed on use', () => {
     pinTo(cgroup, 1);
     const load = loadCpu(1, 12);
     try {
-      // Busy for 8 s of wall time, 4 times the idle freeze, with no request reaching the sandbox.
+      // Busy for 5 s of wall time, 2.5 times the idle freeze, with no request reaching the sandbox.
       await sbx.commands.run(
-        'nohup sh -c \'timeout 8 sh -c "while :; do :; done"; echo done > /tmp/job\' >/dev/null 2>&1 &',
+        'nohup sh -c \'timeout 5 sh -c "while :; do :; done"; echo done > /tmp/job\' >/dev/null 2>&1 &',
       );
       const started = Date.now();
       let frozenWhileBusy = 0;
-      while (Date.now() - started < 6000) {
+      while (Date.now() - started < 4000) {
         if (frozen(cgroup)) frozenWhileBusy++;
         await new Promise((r) => setTimeout(r, 200));
       }
