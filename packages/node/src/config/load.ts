@@ -101,6 +101,9 @@ function apiKeyFromEnv(env: Env): string | undefined {
   }
 }
 
+/** An on/off environment variable: on when 1, true, yes or on (any case). */
+const isOn = (v: string) => /^(1|true|yes|on)$/i.test(v);
+
 /** Environment variables (AGENTENV-API.md §3) as a partial config. */
 export function envOverrides(env: Env): Json {
   const o: Json = {};
@@ -118,7 +121,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_TLS_KEY) set(['tlsKey'], env.AENV_TLS_KEY);
   if (env.AENV_RUNTIME) set(['runtime', 'driver'], env.AENV_RUNTIME);
   if (env.AENV_VIRTUALIZATION_MODE) set(['runtime', 'virtualizationMode'], env.AENV_VIRTUALIZATION_MODE);
-  if (env.AENV_MERGE_PAGES) set(['runtime', 'mergePages'], /^(1|true|yes|on)$/i.test(env.AENV_MERGE_PAGES));
+  if (env.AENV_MERGE_PAGES) set(['runtime', 'mergePages'], isOn(env.AENV_MERGE_PAGES));
   if (env.AENV_SANDBOX_PROXY_DOMAINS) {
     set(
       ['sandboxProxy', 'domains'],
@@ -143,7 +146,7 @@ export function envOverrides(env: Env): Json {
   if (env.AENV_VOLUME_QUOTA_MB) set(['volumes', 'quotaMb'], Number(env.AENV_VOLUME_QUOTA_MB));
   if (env.AENV_NETWORK_HOST_RANGE) set(['network', 'hostRange'], env.AENV_NETWORK_HOST_RANGE);
   if (env.AENV_NETWORK_NODE_TAG) set(['network', 'nodeTag'], env.AENV_NETWORK_NODE_TAG);
-  if (env.AENV_P2P_ENABLED) set(['p2p', 'enabled'], /^(1|true|yes|on)$/i.test(env.AENV_P2P_ENABLED));
+  if (env.AENV_P2P_ENABLED) set(['p2p', 'enabled'], isOn(env.AENV_P2P_ENABLED));
   if (env.AENV_NODE_ID) set(['nodeIdentity', 'nodeId'], env.AENV_NODE_ID);
   if (env.AENV_CLUSTER_ID) set(['nodeIdentity', 'clusterId'], env.AENV_CLUSTER_ID);
   const scheduler = env.AENV_SCHEDULER_URL || env.AENV_OBSERVABILITY_SCHEDULER_ENDPOINT;
