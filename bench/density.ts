@@ -11,7 +11,8 @@
  *    sandboxes with the pool (their cgroups' cpuacct) and the whole machine, also less what it
  *    used over a window before the node started and this bench's own process; PSS per idle
  *    sandbox; then create p50 (`--creates` of them, each from a full warm pool and killed
- *    again) with 0, 50, 100, 200 and 500 idle sandboxes held, against the empty node's, with
+ *    again) with 0, 50, 100, 200 and 500 idle sandboxes held, once the idle freeze has frozen
+ *    them all, against the empty node's, with
  *    MemAvailable used per held sandbox; at each step also the node's own part of a create (its
  *    `aenv_lifecycle_stage_duration_seconds` for create), its process's CPU over the creates and
  *    its event-loop delay. `--merge-pages` runs the node with `runtime.merge_pages` (KSM) and
@@ -290,6 +291,14 @@ async function nodeLevel(nodePid: number): Promise<Figures> {
   const step = async (n: number) => {
     await hold(n);
     if (n) await merged();
+    // Idle means frozen: the last ones created are awake until the idle freeze takes them
+    // (idle_freeze_secs), and creates timed beside ~30 awake sandboxes measure those, not the 500.
+    const all = await heldAndPooled();
+    const frozenNow = await allFrozen(NODE_CGROUP, all);
+    if (n)
+      say(
+        `node, ${held.length} held: ${frozenNow} of ${all.length} sandboxes (the pool's included) frozen before the creates`,
+      );
     const perSandbox = n ? mib((emptyNode - (await memAvailable())) / n) : '–';
     const creates: number[] = [];
     const before = await scrape(URL);
