@@ -193,9 +193,11 @@ export class Orchestrator {
   }
 
   counts(): Record<SandboxState, number> {
-    const c = Object.fromEntries(SANDBOX_STATES.map((s) => [s, 0])) as Record<SandboxState, number>;
-    for (const r of this.core.d.store.all()) c[r.state]++;
-    return c;
+    const stored = this.core.d.store.countByState();
+    return Object.fromEntries(SANDBOX_STATES.map((s) => [s, stored.get(s) ?? 0])) as Record<
+      SandboxState,
+      number
+    >;
   }
 
   get isShuttingDown(): boolean {

@@ -179,6 +179,8 @@ export interface SandboxRecordStore {
   all(): SandboxRecord[];
   /** Running records whose end time (`endAt`) is at or before `now` (ISO-8601 UTC), in any order. */
   expiredBy(now: string): SandboxRecord[];
+  /** How many records are in each stored state, without reading the records (metrics ask often). */
+  countByState(): Map<string, number>;
 }
 
 export type CaptureKind = 'pause' | 'snapshot' | 'fork';

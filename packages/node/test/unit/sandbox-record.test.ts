@@ -80,4 +80,28 @@ describe('sandbox records: the SQLite store', () => {
     expect(ids.sort()).toEqual(['now', 'past']);
     store.close();
   });
+
+  it('counts records by their stored state, following each change, without reading them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'aenv-records-'));
+    dirs.push(dir);
+    const file = join(dir, 'sandboxes.db');
+    const store = new SandboxStore(file);
+    for (const id of ['a', 'b', 'c']) store.insert(sandboxRecord({ sandboxId: id, state: 'running' }));
+    store.insert(sandboxRecord({ sandboxId: 'd', state: 'paused' }));
+    expect(store.compareAndSet(sandboxRecord({ sandboxId: 'a', state: 'pausing' }), 'running')).toBe(true);
+    store.delete('b');
+    expect(store.countByState()).toEqual(
+      new Map([
+        ['running', 1],
+        ['pausing', 1],
+        ['paused', 1],
+      ]),
+    );
+    // A record this node cannot read (a newer node's) is still counted: metrics keep working.
+    const db = new Database(file);
+    db.prepare('UPDATE sandboxes SET record = ? WHERE id = ?').run('{"version":7}', 'd');
+    db.close();
+    expect(store.countByState().get('paused')).toBe(1);
+    store.close();
+  });
 });

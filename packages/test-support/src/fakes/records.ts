@@ -52,6 +52,12 @@ export class MemoryRecordStore implements SandboxRecordStore {
     return this.all().filter((r) => r.state === 'running' && r.endAt <= now);
   }
 
+  countByState(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const r of this.all()) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+    return counts;
+  }
+
   /** Writes a raw stored value, as a crashed or newer node may have left it. */
   putRaw(id: string, value: unknown): void {
     this.rows.set(id, JSON.stringify(value));

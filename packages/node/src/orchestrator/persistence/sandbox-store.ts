@@ -65,6 +65,11 @@ export class SandboxStore implements SandboxRecordStore {
     return this.rows(this.sql.expiredBy.all(now));
   }
 
+  countByState(): Map<string, number> {
+    const rows = this.sql.countByState.all() as { state: string; n: number }[];
+    return new Map(rows.map((r) => [r.state, r.n]));
+  }
+
   close(): void {
     this.db.close();
   }
@@ -82,6 +87,7 @@ function statements(db: Database.Database) {
     get: db.prepare('SELECT record FROM sandboxes WHERE id = ?'),
     delete: db.prepare('DELETE FROM sandboxes WHERE id = ?'),
     all: db.prepare('SELECT id, record FROM sandboxes ORDER BY started_at DESC, id'),
+    countByState: db.prepare('SELECT state, COUNT(*) AS n FROM sandboxes GROUP BY state'),
     expiredBy: db.prepare(
       "SELECT id, record FROM sandboxes WHERE state = 'running' AND json_extract(record, '$.endAt') <= ?",
     ),
