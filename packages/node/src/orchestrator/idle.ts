@@ -22,6 +22,8 @@ interface CpuReading {
   idleSince: number;
   at: number;
   use: CpuUse;
+  /** Whether `use` has its threads' figures (they are read only where the CPU leaves it open). */
+  threads: boolean;
 }
 
 /**
@@ -108,20 +110,30 @@ export class IdleFreezer {
    */
   private async quiet(id: string, live: Live, window: number): Promise<boolean> {
     if (window === 0) return true;
-    const use = await this.core.d.driver.cpuUse(live.handle).catch(() => null);
-    if (use === null) return true;
     const idleSince = this.core.activity.quietSince(id);
     if (idleSince === undefined) return false;
-    const now = this.core.clock.now();
-    const reading = { idleSince, at: now, use };
+    const { clock } = this.core;
+    const read = async (threads: boolean): Promise<CpuReading | null> => {
+      const use = await this.core.d.driver.cpuUse(live.handle, { threads }).catch(() => null);
+      return use && { idleSince, at: clock.now(), use, threads };
+    };
     const from = this.cpu.get(id);
     if (!from || from.idleSince !== idleSince) {
-      this.cpu.set(id, reading);
+      const first = await read(true);
+      if (first === null) return true;
+      this.cpu.set(id, first);
       return false;
     }
-    if (now - idleSince < this.idleMs || now - from.at < window / 2) return false;
-    if (!busierThan(this.cpuPct, from, now, use)) return true;
-    this.cpu.set(id, reading);
+    if (clock.now() - idleSince < this.idleMs || clock.now() - from.at < window / 2) return false;
+    // The CPU figure first: a job using its share of a core is busy without its threads' files
+    // (one per host thread) being read each second it runs.
+    const cpu = await read(false);
+    if (cpu === null) return true;
+    const now = busierThan(this.cpuPct, from, cpu.at, cpu.use) ? cpu : await read(true);
+    if (now === null) return true;
+    // Judged on threads only against a reading that has them; after a busy one, this is the next.
+    if (now !== cpu && from.threads && !busierThan(this.cpuPct, from, now.at, now.use)) return true;
+    this.cpu.set(id, now);
     return false;
   }
 

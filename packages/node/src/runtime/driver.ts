@@ -173,9 +173,10 @@ export interface RuntimeDriver {
   stats(handle: SandboxHandle): Promise<SandboxStats>;
   /**
    * What the sandbox's host processes used and wanted of the CPU so far, cheap enough to ask
-   * every second; null when the driver cannot tell.
+   * every second; null when the driver cannot tell. `threads` false leaves `runnableNs` empty:
+   * the per-thread figures cost a read per host thread.
    */
-  cpuUse(handle: SandboxHandle): Promise<CpuUse | null>;
+  cpuUse(handle: SandboxHandle, opts?: { threads?: boolean }): Promise<CpuUse | null>;
   status(handle: SandboxHandle): Promise<SandboxStatus>;
   /** Called when a sandbox dies on its own (runtime or envd crash); its resources are released first. */
   onExit(listener: (exit: SandboxExit) => void): () => void;

@@ -279,6 +279,9 @@ function conformance(name: string, made: MadeDriver): void {
         expect(use.cpuNs).toBeGreaterThanOrEqual(s.cpuNs);
         for (const ns of use.runnableNs.values()) expect(ns).toBeGreaterThanOrEqual(0);
         expect(Math.max(0, ...use.runnableNs.values())).toBeGreaterThan(0);
+        const cpuOnly = await driver.cpuUse(source, { threads: false });
+        expect(cpuOnly!.cpuNs).toBeGreaterThanOrEqual(use.cpuNs);
+        expect(cpuOnly!.runnableNs.size).toBe(0);
       }
     });
 

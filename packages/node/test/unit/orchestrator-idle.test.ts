@@ -140,7 +140,6 @@ describe('orchestrator: idle sandboxes are frozen', () => {
 });
 
 describe('orchestrator: a job running in an idle sandbox keeps it awake', () => {
-  /** Makes the sandbox's processes use `pct` % of one core over the next `ms`, a sweep at a time. */
   /** The sandbox gets `pct` % of a core for `ms`; `wantedPct` % when a loaded host starves it. */
   async function burn(n: Awaited<ReturnType<typeof idleNode>>, pct: number, ms: number, wantedPct = pct) {
     const handle = n.orch.get(n.id).handle!;
@@ -155,6 +154,16 @@ describe('orchestrator: a job running in an idle sandbox keeps it awake', () => 
     await burn(n, 25, IDLE_MS * 6);
     expect(await n.status()).toBe('running');
     expect(n.node.driver.faults.calls('freeze')).toBe(0);
+  });
+
+  it("reads a busy job's threads (a file per host thread) only when its CPU says quiet", async () => {
+    const n = await idleNode();
+    await burn(n, 25, IDLE_MS);
+    const before = n.node.driver.threadReads;
+    await burn(n, 25, IDLE_MS * 3);
+    expect(n.node.driver.threadReads).toBe(before);
+    await burn(n, 3, 2000);
+    expect(await n.status()).toBe('frozen');
   });
 
   it('a job the loaded host starves (5 % of a core got, a whole core wanted) keeps its sandbox awake', async () => {

@@ -169,11 +169,17 @@ export class FakeDriver implements RuntimeDriver {
     };
   }
 
-  async cpuUse(handle: SandboxHandle): Promise<CpuUse | null> {
+  async cpuUse(handle: SandboxHandle, opts: { threads?: boolean } = {}): Promise<CpuUse | null> {
     await this.faults.check('cpuUse');
     const sb = this.sandboxes.get(handle.id);
-    return sb ? { cpuNs: sb.cpuNs, runnableNs: new Map([[1, sb.runnableNs]]) } : null;
+    if (!sb) return null;
+    const threads = opts.threads ?? true;
+    if (threads) this.threadReads++;
+    return { cpuNs: sb.cpuNs, runnableNs: new Map(threads ? [[1, sb.runnableNs]] : []) };
   }
+
+  /** How many cpuUse calls read the threads' figures (one file per host thread on a real host). */
+  threadReads = 0;
 
   /** The sandbox's processes used `ns` more nanoseconds of CPU (a job running inside it). */
   runCpu(handle: SandboxHandle, ns: number): void {

@@ -70,13 +70,27 @@ export async function readCgroupCpuNs(layout: CgroupLayout, cgroupsPath: string)
   return usec ? Number(usec) * 1000 : null;
 }
 
-/** The cgroup's CPU time and how long each of its threads was runnable; null when unreadable. */
-export async function readCgroupCpuUse(layout: CgroupLayout, cgroupsPath: string): Promise<CpuUse | null> {
+/**
+ * The most host threads whose runnable time is read for one sandbox (an idle one has ~25): past
+ * it, sandbox code that starts threads would make the node read that many files each second.
+ */
+export const MAX_THREADS_READ = 1024;
+
+/**
+ * The cgroup's CPU time and, with `threads`, how long each of its threads was runnable (none
+ * past MAX_THREADS_READ: the caller then cannot tell); null when unreadable.
+ */
+export async function readCgroupCpuUse(
+  layout: CgroupLayout,
+  cgroupsPath: string,
+  threads: boolean,
+): Promise<CpuUse | null> {
   const [cpuNs, tids] = await Promise.all([
     readCgroupCpuNs(layout, cgroupsPath),
-    cgroupThreads(layout, cgroupsPath),
+    threads ? cgroupThreads(layout, cgroupsPath) : [],
   ]);
-  return cpuNs === null ? null : { cpuNs, runnableNs: await readRunnableNs(tids) };
+  if (cpuNs === null) return null;
+  return { cpuNs, runnableNs: await readRunnableNs(tids.length > MAX_THREADS_READ ? [] : tids) };
 }
 
 export async function readCgroupUsage(layout: CgroupLayout, cgroupsPath: string): Promise<CgroupUsage> {

@@ -370,9 +370,9 @@ export class GvisorDriver implements RuntimeDriver {
     return this.reclaimer.releasing();
   }
 
-  async cpuUse(handle: SandboxHandle): Promise<CpuUse | null> {
+  async cpuUse(handle: SandboxHandle, opts: { threads?: boolean } = {}): Promise<CpuUse | null> {
     const host = await this.ready();
-    return readCgroupCpuUse(host.cgroups, this.get(handle).bundle.cgroupsPath);
+    return readCgroupCpuUse(host.cgroups, this.get(handle).bundle.cgroupsPath, opts.threads ?? true);
   }
 
   async stats(handle: SandboxHandle): Promise<SandboxStats> {
