@@ -17,10 +17,8 @@ const fx = fileFixtures();
 /** Each round kills two writers at a new random moment; AENV_TEST_STRESS=1 tries more of them. */
 const ROUNDS = stressRounds(2, 8);
 
-// The two backends at once: each has its own repository and writers, and a round mostly waits on
-// writer processes starting and on the random moment of their kill.
 for (const backend of ['posix_fs', 'oss'] as const) {
-  describe(`snapshot repository crash consistency: ${backend}`, { concurrent: true }, () => {
+  describe(`snapshot repository crash consistency: ${backend}`, () => {
     it('survives writers killed at random points', async () => {
       const repoDir = await fx.scratch('crash-repo');
       const work = { dir: await fx.scratch('crash-work') };
