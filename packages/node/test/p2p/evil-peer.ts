@@ -3,6 +3,7 @@
  * the right length and the wrong content (each chunk read from the repository, one byte flipped).
  * Prints `READY <endpoint id> <address>` once serving; SIGTERM stops it.
  */
+import { forEachLimit } from '@agentenv/common';
 import { ChunkServer, IrohEndpoint } from '@agentenv/p2p';
 import { createRepository, SnapshotStore, type RepositoryConfig } from '@agentenv/snapshot';
 
@@ -11,22 +12,23 @@ const args = JSON.parse(process.argv[2] ?? '{}') as {
   snapshotId: string;
   apiKey: string;
   bindAddr: string;
+  /** Hex; given, so that a node can be configured with this peer before it is ready. */
+  secretKey: string;
 };
 const repository = createRepository(args.repository);
 await repository.open();
 const store = new SnapshotStore({ repository });
 const manifest = await store.readManifest(await store.getRecord(args.snapshotId));
 const corrupted = new Map<string, Buffer>();
-for (const f of manifest.files) {
-  for (const [hash] of f.chunks) {
-    if (corrupted.has(hash)) continue;
-    const data = await repository.readBlob(hash);
-    data[0] = data[0]! ^ 0xff;
-    corrupted.set(hash, data);
-  }
-}
+const hashes = [...new Set(manifest.files.flatMap((f) => f.chunks.map(([hash]) => hash)))];
+// Several reads at once, as a node fetches them: the peer is ready sooner.
+await forEachLimit(hashes, 16, async (hash) => {
+  const data = await repository.readBlob(hash);
+  data[0] = data[0]! ^ 0xff;
+  corrupted.set(hash, data);
+});
 const endpoint = await IrohEndpoint.bind({
-  secretKey: IrohEndpoint.newSecretKey(),
+  secretKey: Buffer.from(args.secretKey, 'hex'),
   bindAddrs: [args.bindAddr],
 });
 const server = new ChunkServer({

@@ -94,16 +94,18 @@ export function udpSocketsOf(pid: number): string[] {
   return udp;
 }
 
-/** The corrupting peer (evil-peer.ts) in its own process. */
+/** The corrupting peer (evil-peer.ts) in its own process, its id `IrohEndpoint.idOf(secretKey)`. */
 export async function startEvilPeer(args: {
   repository: unknown;
   snapshotId: string;
   apiKey: string;
   bindAddr: string;
+  secretKey: Buffer;
 }): Promise<{ peer: string; stop(): Promise<void> }> {
   const script = fileURLToPath(new URL('./evil-peer.ts', import.meta.url));
   // Workspace packages from their sources (their `source` export condition), as in the test.
-  const argv = ['--conditions=source', '--import', 'tsx', script, JSON.stringify(args)];
+  const json = JSON.stringify({ ...args, secretKey: args.secretKey.toString('hex') });
+  const argv = ['--conditions=source', '--import', 'tsx', script, json];
   const child: ChildProcess = spawn(process.execPath, argv, { stdio: ['ignore', 'pipe', 'inherit'] });
   const peer = await new Promise<string>((resolve, reject) => {
     let out = '';

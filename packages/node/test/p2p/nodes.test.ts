@@ -97,12 +97,10 @@ async function createAndCheck(instance: number): Promise<void> {
 
 describe('P2P chunk exchange between two nodes', () => {
   beforeAll(async () => {
-    s3 = await startS3();
-    scheduler = await startSchedulerProcess({
-      port: SCHEDULER_PORT,
-      apiKey: API_KEY,
-      heartbeatIntervalMs: 500,
-    });
+    [s3, scheduler] = await Promise.all([
+      startS3(),
+      startSchedulerProcess({ port: SCHEDULER_PORT, apiKey: API_KEY, heartbeatIntervalMs: 500 }),
+    ]);
     resetNode(A);
     resetNode(B);
     writeP2pKey(homeOf(A), aKey);
@@ -203,14 +201,20 @@ describe('P2P chunk exchange between two nodes', () => {
   });
 
   it('a peer serving corrupted bytes is caught by the hash, left out and counted; S3 serves instead', async () => {
-    const evil = await startEvilPeer({
+    const evilKey = IrohEndpoint.newSecretKey();
+    const evilAddr = '127.0.0.1:19602';
+    // The peer reads the whole snapshot before it serves: B restarts meanwhile, knowing its id.
+    const starting = startEvilPeer({
       repository: s3.config(PREFIX),
       snapshotId,
       apiKey: API_KEY,
-      bindAddr: '127.0.0.1:19602',
+      bindAddr: evilAddr,
+      secretKey: evilKey,
     });
     try {
-      await startB('b-evil.toml', { peers: [evil.peer] });
+      await startB('b-evil.toml', { peers: [`${IrohEndpoint.idOf(evilKey)}@${evilAddr}`] });
+      // Its own reads of the snapshot are over once it is ready.
+      expect((await starting).peer).toBe(`${IrohEndpoint.idOf(evilKey)}@${evilAddr}`);
       const before = await blobGets();
       await createAndCheck(B);
       expect((await blobGets()) - before).toBeGreaterThanOrEqual(offGets * 0.9);
@@ -219,7 +223,7 @@ describe('P2P chunk exchange between two nodes', () => {
       ).toBeGreaterThanOrEqual(1);
       expect(await metric(urlOf(B), 'aenv_chunk_fetch_chunks_total', { source: 'peers' })).toBe(0);
     } finally {
-      await evil.stop();
+      await (await starting).stop();
     }
   });
 
