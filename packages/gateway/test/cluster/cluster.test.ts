@@ -30,9 +30,13 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  // A killed node comes back once so it reclaims what its crash left (processes, namespaces).
-  for (let i = 0; i < NODES; i++)
-    if (!c?.nodes[i] && c?.scheduler) await c.startNode(i).catch(() => undefined);
+  // A killed node comes back once so it reclaims what its crash left (processes, namespaces);
+  // the tests leave two such nodes, which start side by side as at the cluster's start.
+  await Promise.all(
+    Array.from({ length: NODES }, (_, i) =>
+      !c?.nodes[i] && c?.scheduler ? c.startNode(i).catch(() => undefined) : undefined,
+    ),
+  );
   await c?.stop();
 });
 
@@ -192,9 +196,12 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
       const ports = [c.gatewayUrl, ...Array.from({ length: NODES }, (_, i) => c.nodeUrl(i))]
         .map((u) => new URL(u).port)
         .concat(['19901', '19902', '80']);
-      const probe = (to: string) =>
-        `(timeout 3 bash -c "exec 3<>/dev/tcp/${to}" 2>/dev/null && echo "open ${to}") &`;
-      const script = [
+      // Each probe a subshell, not a `timeout` and a bash of its own: a process started in gVisor
+      // costs tens of ms, and the probes took 20 s to start. One `timeout` around them all ends
+      // those a drop leaves hanging (it signals its whole process group); they are all started
+      // within a second or two, so each still has 3 s or more to connect.
+      const probe = (to: string) => `(exec 3<>/dev/tcp/${to} && echo "open ${to}") 2>/dev/null &`;
+      const probes = [
         // The default gateway, from the routing table (no `ip` needed).
         `gw=$(awk '$2=="00000000"{print $3; exit}' /proc/net/route)`,
         'gwip=$(printf "%d.%d.%d.%d" 0x${gw:6:2} 0x${gw:4:2} 0x${gw:2:2} 0x${gw:0:2})',
@@ -204,6 +211,7 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
         probe('127.0.0.1/49983'),
         'wait',
       ].join('\n');
+      const script = `timeout 5 bash -c '${probes.replaceAll("'", `'\\''`)}'\ntrue`;
       const { stdout } = await sbx.commands.run(script, { timeoutMs: 60_000 });
       expect(stdout.trim().split('\n').sort()).toEqual(['open 127.0.0.1/49983']);
     } finally {
