@@ -202,13 +202,13 @@ describe('a 3-node cluster through the gateway (Redis store)', () => {
       // within a second or two, so each still has 3 s or more to connect.
       const probe = (to: string) => `(exec 3<>/dev/tcp/${to} && echo "open ${to}") 2>/dev/null &`;
       const probes = [
+        // The probe itself works: envd's own port answers (first, well within the timeout).
+        probe('127.0.0.1/49983'),
         // The default gateway, from the routing table (no `ip` needed).
         `gw=$(awk '$2=="00000000"{print $3; exit}' /proc/net/route)`,
         'gwip=$(printf "%d.%d.%d.%d" 0x${gw:6:2} 0x${gw:4:2} 0x${gw:2:2} 0x${gw:0:2})',
         `for p in ${ports.join(' ')}; do ${probe('$gwip/$p')} done`,
         ...addresses.flatMap((a) => ports.map((p) => probe(`${a}/${p}`))),
-        // The probe itself works: envd's own port answers.
-        probe('127.0.0.1/49983'),
         'wait',
       ].join('\n');
       const script = `timeout 5 bash -c '${probes.replaceAll("'", `'\\''`)}'\ntrue`;
