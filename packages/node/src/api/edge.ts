@@ -47,7 +47,7 @@ export function edgeServerFactory(deps: EdgeDeps) {
   const log = deps.logger;
   const sandboxRoute = (req: IncomingMessage): SandboxRoute | 'no-match' | undefined =>
     routeRequest(req.url ?? '/', req.headers, domains) ??
-    signedFilesRoute(req.url ?? '/', req.method, deps.orchestrator.list());
+    signedFilesRoute(req.url ?? '/', req.method, () => deps.orchestrator.list());
   return (handler: (req: IncomingMessage, res: ServerResponse) => void) => {
     const server = createEdgeServer((req, res) => {
       try {

@@ -2,7 +2,7 @@ import { fileSignature } from '@agentenv/envd/file-signature';
 import { describe, expect, it } from 'vitest';
 import { signedFilesRoute } from '../../src/proxy/signed-files.js';
 
-const sandboxes = [
+const sandboxes = () => [
   { sandboxId: 'open1' },
   { sandboxId: 'sec1', envdAccessToken: 'token-one' },
   { sandboxId: 'sec2', envdAccessToken: 'token-two' },
@@ -33,15 +33,18 @@ describe('signed /files URLs without routing headers', () => {
     const sig = fileSignature('/a', 'read', '', 'token-one');
     expect(signedFilesRoute(url({ path: '/b', signature: sig }), 'GET', sandboxes)).toBe('no-match');
     expect(signedFilesRoute(url({ path: '/a', signature: 'v1_forged' }), 'GET', sandboxes)).toBe('no-match');
-    expect(signedFilesRoute(url({ path: '/a', signature: sig }), 'GET', [])).toBe('no-match');
+    expect(signedFilesRoute(url({ path: '/a', signature: sig }), 'GET', () => [])).toBe('no-match');
   });
 
-  it('leave every other request to the API', () => {
+  it('leave every other request to the API, without listing the sandboxes', () => {
     const sig = fileSignature('/a', 'read', '', 'token-one');
-    expect(signedFilesRoute('/files?path=/a', 'GET', sandboxes)).toBeUndefined();
-    expect(signedFilesRoute('/files', 'GET', sandboxes)).toBeUndefined();
-    expect(signedFilesRoute(`/filesx?signature=${sig}`, 'GET', sandboxes)).toBeUndefined();
-    expect(signedFilesRoute(`/v2/sandboxes?signature=${sig}`, 'GET', sandboxes)).toBeUndefined();
-    expect(signedFilesRoute(url({ path: '/a', signature: sig }), 'DELETE', sandboxes)).toBeUndefined();
+    const unread = () => {
+      throw new Error('the sandboxes were listed for a request without a signature');
+    };
+    expect(signedFilesRoute('/files?path=/a', 'GET', unread)).toBeUndefined();
+    expect(signedFilesRoute('/files', 'GET', unread)).toBeUndefined();
+    expect(signedFilesRoute(`/filesx?signature=${sig}`, 'GET', unread)).toBeUndefined();
+    expect(signedFilesRoute(`/v2/sandboxes?signature=${sig}`, 'GET', unread)).toBeUndefined();
+    expect(signedFilesRoute(url({ path: '/a', signature: sig }), 'DELETE', unread)).toBeUndefined();
   });
 });
