@@ -52,9 +52,13 @@ export class MemoryRecordStore implements SandboxRecordStore {
     return this.all().filter((r) => r.state === 'running' && r.endAt <= now);
   }
 
+  /** By the stored state alone, as the SQLite store's column: a record it cannot read still counts. */
   countByState(): Map<string, number> {
     const counts = new Map<string, number>();
-    for (const r of this.all()) counts.set(r.state, (counts.get(r.state) ?? 0) + 1);
+    for (const text of this.rows.values()) {
+      const { state } = JSON.parse(text) as { state: string };
+      counts.set(state, (counts.get(state) ?? 0) + 1);
+    }
     return counts;
   }
 
