@@ -124,7 +124,8 @@ export class IdleFreezer {
       this.cpu.set(id, first);
       return false;
     }
-    if (clock.now() - idleSince < this.idleMs || clock.now() - from.at < window / 2) return false;
+    const t = clock.now();
+    if (t - idleSince < this.idleMs || t - from.at < window / 2) return false;
     // The CPU figure first: a job using its share of a core is busy without its threads' files
     // (one per host thread) being read each second it runs.
     const cpu = await read(false);
